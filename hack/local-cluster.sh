@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The local control plane for people, in a named loopback-only network namespace.
+#
+#   hack/local-cluster.sh up        build (once) and start etcd + kube-apiserver
+#   hack/local-cluster.sh env       print the KUBECONFIG export
+#   hack/local-cluster.sh exec CMD  run CMD inside the namespace (kubectl, the operator, ...)
+#   hack/local-cluster.sh down      stop it and remove the namespace
+#
+# Only processes inside the namespace reach the API server; that is the point:
+# nothing the API server dials can leave the machine.
+set -euo pipefail
+NETNS=${ESO_NETNS:-eso-local}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh")
+
+in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" "$@"; }
+
+case "${1:-}" in
+  up)
+    ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
+    ip netns exec "$NETNS" ip link set lo up
+    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m manager cluster up
+    echo "use it with: $0 exec kubectl get ns   (kubectl: $BIN_DIR/kubectl)"
+    ;;
+  env) "$PY" -m manager cluster env ;;
+  exec) shift; KUBECONFIG=$("$PY" -m manager cluster env | sed 's/^export KUBECONFIG=//') in_ns "$@" ;;
+  down)
+    if ip netns list | grep -qw "$NETNS"; then
+      in_ns "$PY" -m manager cluster down
+      ip netns del "$NETNS"
+    else
+      "$PY" -m manager cluster down
+    fi
+    ;;
+  *) echo "usage: $0 up|env|exec CMD...|down" >&2; exit 2 ;;
+esac

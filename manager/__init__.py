@@ -1,0 +1,3 @@
+"""The external-secrets operator: installs and runs the external-secrets stack."""
+
+__version__ = "0.1.0"

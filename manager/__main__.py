@@ -1,0 +1,3 @@
+from manager.cli import main
+
+raise SystemExit(main())

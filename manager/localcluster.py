@@ -1,0 +1,288 @@
+"""A real, local Kubernetes control plane: etcd and kube-apiserver on loopback.
+
+This is what tests, `make run` and `make demo` talk to on machines without Docker.
+The binaries are built from the published Go modules by `hack/build-control-plane.sh`
+and cached outside the repository. Everything listens on 127.0.0.1, and the caller
+must run inside a network namespace whose only interface is `lo` (see
+docs/development.md, "No packet leaves loopback"): the API server dials webhook
+Services on its own, and there nothing can leave the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
+LOOPBACK = "127.0.0.1"
+ADMIN_USER = "admin"
+STATE_FILE = "state.json"
+
+
+class ControlPlaneError(RuntimeError):
+    """The local control plane could not be built, started or reached."""
+
+
+def ensure_binaries() -> Path:
+    """Return the directory with kube-apiserver, kubectl and etcd, building them once."""
+    override = os.environ.get("KUBE_BINS_DIR")
+    if override:
+        return Path(override)
+    result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, check=False)
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}")
+    return Path(result.stdout.decode().strip().splitlines()[-1])
+
+
+def network_interfaces() -> list[str]:
+    """Names of the network interfaces of the current network namespace."""
+    return sorted(os.listdir("/sys/class/net"))
+
+
+def require_loopback_only_network() -> None:
+    """Refuse to start unless the only interface here is `lo` (nothing can leave)."""
+    interfaces = network_interfaces()
+    if interfaces != ["lo"]:
+        raise ControlPlaneError(
+            "the local control plane runs only inside a loopback-only network namespace, "
+            f"but this one has {interfaces}; start it through hack/netns-run.sh "
+            "(make test, make run) or hack/local-cluster.sh"
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _make_pki(directory: Path) -> None:
+    """A throw-away CA, a serving certificate for 127.0.0.1 and a service-account key."""
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *ec, "-keyout", f"{directory}/ca.key", "-out", f"{directory}/ca.crt",
+             "-days", "3650", "-subj", "/CN=eso-local-ca")
+    _openssl("req", *ec, "-keyout", f"{directory}/serving.key", "-out", f"{directory}/serving.csr",
+             "-subj", "/CN=kube-apiserver")
+    ext = directory / "serving.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", f"{directory}/serving.csr", "-CA", f"{directory}/ca.crt",
+             "-CAkey", f"{directory}/ca.key", "-CAcreateserial", "-days", "3650",
+             "-extfile", str(ext), "-out", f"{directory}/serving.crt")
+    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{directory}/sa.key")
+
+
+@dataclass
+class LocalControlPlane:
+    """etcd + kube-apiserver in `workdir`, reachable through `kubeconfig`."""
+
+    bin_dir: Path
+    workdir: Path
+    etcd_port: int = field(default_factory=free_port)
+    peer_port: int = field(default_factory=free_port)
+    api_port: int = field(default_factory=free_port)
+    admin_token: str = field(default_factory=lambda: secrets.token_hex(24))
+    pids: dict[str, int] = field(default_factory=dict)
+    version: str = ""
+
+    @property
+    def server(self) -> str:
+        return f"https://{LOOPBACK}:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        _make_pki(self.workdir)
+        (self.workdir / "tokens.csv").write_text(
+            f"{self.admin_token},{ADMIN_USER},admin-uid,system:masters\n"
+        )
+        deadline = time.monotonic() + timeout
+        self._spawn("etcd", self._etcd_args())
+        self._wait(f"http://{LOOPBACK}:{self.etcd_port}/health", "etcd", deadline)
+        self._spawn("kube-apiserver", self._apiserver_args())
+        self._wait(f"{self.server}/readyz", "kube-apiserver", deadline)
+        self._write_kubeconfig()
+        self.version = self.get_json("/version")["gitVersion"]
+        self._write_state()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for name in ("kube-apiserver", "etcd"):
+            pid = self.pids.pop(name, None)
+            if pid is not None:
+                _terminate(pid, timeout)
+
+    def __enter__(self) -> LocalControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def get_json(self, path: str) -> dict[str, Any]:
+        """GET `path` as the admin (used for readiness and version)."""
+        request = urllib.request.Request(
+            self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        context = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:
+            body: dict[str, Any] = json.load(response)
+            return body
+
+    def _etcd_args(self) -> list[str]:
+        client = f"http://{LOOPBACK}:{self.etcd_port}"
+        peer = f"http://{LOOPBACK}:{self.peer_port}"
+        return [
+            str(self.bin_dir / "etcd"),
+            "--name=local",
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=local={peer}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_args(self) -> list[str]:
+        d = self.workdir
+        return [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://{LOOPBACK}:{self.etcd_port}",
+            f"--secure-port={self.api_port}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--cert-dir={d / 'certs'}",
+            f"--tls-cert-file={d / 'serving.crt'}",
+            f"--tls-private-key-file={d / 'serving.key'}",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--service-account-issuer=https://{LOOPBACK}:{self.api_port}",
+            f"--service-account-key-file={d / 'sa.key'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            # Webhook and aggregated API calls go to endpoint IPs, never to ClusterIPs.
+            "--enable-aggregator-routing=true",
+        ]
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = (self.workdir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pids[name] = process.pid
+
+    def _wait(self, url: str, name: str, deadline: float) -> None:
+        context = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
+        headers = {"Authorization": f"Bearer {self.admin_token}"}
+        while time.monotonic() < deadline:
+            if not _alive(self.pids[name]):
+                raise ControlPlaneError(f"{name} exited; see {self.workdir / name}.log")
+            try:
+                request = urllib.request.Request(url, headers=headers)
+                with urllib.request.urlopen(request, context=context, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        raise ControlPlaneError(f"{name} not ready at {url}; see {self.workdir / name}.log")
+
+    def _write_kubeconfig(self) -> None:
+        ca_data = base64.b64encode((self.workdir / "ca.crt").read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.server, "certificate-authority-data": ca_data}}],
+            "users": [{"name": ADMIN_USER, "user": {"token": self.admin_token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": ADMIN_USER}}],
+            "current-context": "local",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    def _write_state(self) -> None:
+        state = {"pids": self.pids, "server": self.server, "version": self.version,
+                 "kubeconfig": str(self.kubeconfig)}
+        (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child (a detached `cluster up`): probe it
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return finished == 0
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+        while _alive(pid):
+            time.sleep(0.05)
+
+
+def default_state_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "eso-operator" / "local-cluster"
+
+
+def stop_recorded(workdir: Path) -> bool:
+    """Stop a control plane started by another process (`cluster up`); True if one ran."""
+    state_path = workdir / STATE_FILE
+    if not state_path.exists():
+        return False
+    state = json.loads(state_path.read_text())
+    for name in ("kube-apiserver", "etcd"):
+        pid = state["pids"].get(name)
+        if pid is not None:
+            _terminate(pid, 15.0)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return True
+
+
+def temporary_workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="eso-local-cluster-"))

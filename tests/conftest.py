@@ -1,0 +1,89 @@
+"""Shared fixtures: a real kube-apiserver for every test that asks for one.
+
+By default a local control plane (etcd + kube-apiserver, built from the published Go
+modules) is started once per session. With USE_EXISTING_CLUSTER=1 the same tests run
+against the cluster in $KUBECONFIG instead (kind, OpenShift).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client, config
+
+from manager import localcluster
+
+_SESSION: dict[str, object] = {"version": None}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What tests need to reach the API server under test."""
+
+    kubeconfig: Path
+    kubectl_path: str
+    version: str
+    local: localcluster.LocalControlPlane | None
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster, as the admin."""
+        return subprocess.run(
+            [self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True, text=True, check=check, input=input, timeout=120,
+        )
+
+
+def _existing_cluster() -> Cluster:
+    kubeconfig = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
+    kubectl_path = os.environ.get("KUBECTL", "kubectl")
+    version = subprocess.run(
+        [kubectl_path, f"--kubeconfig={kubeconfig}", "version", "-o", "json"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    return Cluster(kubeconfig, kubectl_path, version, None)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if os.environ.get("USE_EXISTING_CLUSTER") == "1":
+        yield _existing_cluster()
+        return
+    localcluster.require_loopback_only_network()
+    bin_dir = localcluster.ensure_binaries()
+    plane = localcluster.LocalControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"))
+    with plane:
+        _SESSION["version"] = plane.version
+        yield Cluster(plane.kubeconfig, str(plane.kubectl), plane.version, plane)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def api_client(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
+    """An admin kubernetes_asyncio client for the cluster under test."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig),
+                                  client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        yield api
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    reports = [r for r in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+               if r.when == "call" and "cluster" in r.keywords]
+    if _SESSION["version"]:
+        terminalreporter.write_line(
+            f"local control plane: kube-apiserver {_SESSION['version']}; "
+            f"{len(reports)} tests ran against it"
+        )
