@@ -7,10 +7,10 @@
 # KUBE_VERSION selects the k8s.io/kubernetes release; KUBE_BINS_CACHE the cache root.
 set -euo pipefail
 
-KUBE_VERSION=${KUBE_VERSION:-v1.34.4}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KUBE_VERSION=${KUBE_VERSION:-$("$HERE/version.sh" KUBE_VERSION)}
 CACHE_ROOT=${KUBE_BINS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/kube-bins}
 BIN_DIR="$CACHE_ROOT/$KUBE_VERSION/bin"
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 log() { echo "[build-control-plane] $*" >&2; }
 
@@ -18,6 +18,11 @@ cached_version_ok() {
   [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kubectl" ] && [ -x "$BIN_DIR/etcd" ] &&
     "$BIN_DIR/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION"
 }
+
+# One build at a time per machine: concurrent callers wait, then reuse the result.
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.lock"
+flock 9
 
 if cached_version_ok; then
   log "reusing $BIN_DIR ($KUBE_VERSION)"
