@@ -4,7 +4,7 @@
 # packet can leave the machine (the API server dials webhook Services by itself).
 set -euo pipefail
 if [ "$#" -eq 0 ]; then echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; fi
-if [ "$(ls /sys/class/net)" = "lo" ]; then
+if [ "$(tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' ')" = "lo" ]; then
   exec "$@"   # already isolated
 fi
 exec unshare --net -- bash -c 'ip link set lo up && exec "$@"' netns-run "$@"

@@ -52,8 +52,12 @@ def ensure_binaries() -> Path:
 
 
 def network_interfaces() -> list[str]:
-    """Names of the network interfaces of the current network namespace."""
-    return sorted(os.listdir("/sys/class/net"))
+    """Names of the network interfaces of this process's network namespace.
+
+    /proc/self/net is per namespace; /sys/class/net shows the namespace sysfs was mounted in.
+    """
+    lines = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+    return sorted(line.split(":", 1)[0].strip() for line in lines)
 
 
 def require_loopback_only_network() -> None:
