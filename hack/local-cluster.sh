@@ -6,13 +6,15 @@
 #   hack/local-cluster.sh exec CMD  run CMD inside the namespace (kubectl, the operator, ...)
 #   hack/local-cluster.sh down      stop it and remove the namespace
 #
+# ESO_NETNS names the namespace (default eso-local); each name has its own state.
 # Only processes inside the namespace reach the API server; that is the point:
 # nothing the API server dials can leave the machine.
 set -euo pipefail
 NETNS=${ESO_NETNS:-eso-local}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
-BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh")
+BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh" 2>/dev/null)
+STATE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/local-cluster/$NETNS
 
 in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" "$@"; }
 
@@ -20,17 +22,21 @@ case "${1:-}" in
   up)
     ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
     ip netns exec "$NETNS" ip link set lo up
-    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m manager cluster up
+    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m manager cluster up --dir "$STATE_DIR"
     echo "use it with: $0 exec kubectl get ns   (kubectl: $BIN_DIR/kubectl)"
     ;;
-  env) "$PY" -m manager cluster env ;;
-  exec) shift; KUBECONFIG=$("$PY" -m manager cluster env | sed 's/^export KUBECONFIG=//') in_ns "$@" ;;
+  env) "$PY" -m manager cluster env --dir "$STATE_DIR" ;;
+  exec)
+    shift
+    KUBECONFIG=$("$PY" -m manager cluster env --dir "$STATE_DIR" | sed 's/^export KUBECONFIG=//') \
+      in_ns "$@"
+    ;;
   down)
     if ip netns list | grep -qw "$NETNS"; then
-      in_ns "$PY" -m manager cluster down
+      in_ns "$PY" -m manager cluster down --dir "$STATE_DIR"
       ip netns del "$NETNS"
     else
-      "$PY" -m manager cluster down
+      "$PY" -m manager cluster down --dir "$STATE_DIR"
     fi
     ;;
   *) echo "usage: $0 up|env|exec CMD...|down" >&2; exit 2 ;;
