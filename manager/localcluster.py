@@ -34,6 +34,13 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
 LOOPBACK = "127.0.0.1"
 ADMIN_USER = "admin"
 STATE_FILE = "state.json"
+# One line of metadata per request, written when the response is complete.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+  - level: Metadata
+"""
 
 
 class ControlPlaneError(RuntimeError):
@@ -107,8 +114,13 @@ class LocalControlPlane:
     peer_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_hex(24))
+    audit: bool = False  # log every request's metadata to `audit_log` (benchmarks, write counts)
     pids: dict[str, int] = field(default_factory=dict)
     version: str = ""
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
 
     @property
     def server(self) -> str:
@@ -128,6 +140,8 @@ class LocalControlPlane:
         (self.workdir / "tokens.csv").write_text(
             f"{self.admin_token},{ADMIN_USER},admin-uid,system:masters\n"
         )
+        if self.audit:
+            (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
         deadline = time.monotonic() + timeout
         self._spawn("etcd", self._etcd_args())
         self._wait(f"http://{LOOPBACK}:{self.etcd_port}/health", "etcd", deadline)
@@ -178,8 +192,12 @@ class LocalControlPlane:
 
     def _apiserver_args(self) -> list[str]:
         d = self.workdir
+        audit = [f"--audit-policy-file={d / 'audit-policy.yaml'}",
+                 f"--audit-log-path={self.audit_log}", "--audit-log-mode=blocking",
+                 "--audit-log-maxbackup=0"] if self.audit else []
         return [
             str(self.bin_dir / "kube-apiserver"),
+            *audit,
             f"--etcd-servers=http://{LOOPBACK}:{self.etcd_port}",
             f"--secure-port={self.api_port}",
             f"--bind-address={LOOPBACK}",
