@@ -1,0 +1,434 @@
+"""The ExternalSecretsConfig and ExternalSecretsManager APIs (operator.openshift.io/v1alpha1).
+
+These pydantic models are the single source of truth for both CRDs: `manager.api.crd`
+generates `manifests/crds/*.yaml` from them, and the operator parses the objects it reads
+with them. They mirror the seed's Go types field by field:
+
+- attribute docstrings are the seed's field comments and become the CRD descriptions
+  (so `kubectl explain` prints them);
+- pydantic constraints (`min_length`, `ge`, ...) are the seed's bounds, `Literal` types its
+  enums, field defaults its `+kubebuilder:default` values (a default applies only when the
+  parent object is present, exactly as the API server defaults);
+- `Schema(...)` markers and `__cel_rules__` carry list/map topology and every CEL rule with
+  its exact message (see `manager.api.rules`).
+
+Always dump with `model_dump(by_alias=True, exclude_none=True)`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from manager.api import rules
+from manager.api.markers import Rule, Schema
+
+BoolString = Literal["true", "false"]
+"""The seed spells booleans as the strings "true" and "false" (`+kubebuilder:validation:Enum`)."""
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+LabelValue = Annotated[str, Field(max_length=63), Schema(rules=rules.LABEL_VALUE)]
+"""A label value (also used for node selector values): at most 63 characters of the label
+value syntax, checked by the API server so a bad value is rejected at admission."""
+
+Duration = Annotated[
+    str | None,
+    Field(min_length=1, max_length=rules.DURATION_MAX_LENGTH),
+    Schema(rules=rules.DURATION),
+]
+"""A metav1.Duration: a Go duration string such as "5m" or "8760h" (bounded so its CEL
+rule has a bounded cost)."""
+
+
+class ApiModel(BaseModel):
+    """Base of every API model: camelCase JSON names, unknown fields rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    __cel_rules__: ClassVar[tuple[Rule, ...]] = ()
+    """CEL rules attached to this type's object schema (`+kubebuilder:validation:XValidation`)."""
+
+
+# --- shared types ---------------------------------------------------------------------------
+
+
+class ProxyConfig(ApiModel):
+    """ProxyConfig is for setting the proxy configurations which will be made available
+    in operand containers managed by the operator as environment variables."""
+
+    http_proxy: Annotated[str | None, Field(min_length=0, max_length=2048)] = None
+    """httpProxy is the URL of the proxy for HTTP requests."""
+
+    https_proxy: Annotated[str | None, Field(min_length=0, max_length=2048)] = None
+    """httpsProxy is the URL of the proxy for HTTPS requests."""
+
+    no_proxy: Annotated[str | None, Field(min_length=0, max_length=4096)] = None
+    """noProxy is a comma-separated list of hostnames and/or CIDRs and/or IPs for which the
+    proxy should not be used."""
+
+
+class CommonConfigs(ApiModel):
+    """CommonConfigs are the common configurations available for all the operands managed
+    by the operator."""
+
+    log_level: Annotated[int | None, Field(ge=1, le=5), Schema(fmt="int32")] = 1
+    """logLevel supports value range as per [Kubernetes logging guidelines](https://github.com/kubernetes/community/blob/master/contributors/devel/sig-instrumentation/logging.md#what-method-to-use)."""
+
+    resources: Annotated[dict[str, Any] | None, Schema(core_type="ResourceRequirements")] = None
+    """resources is for defining the resource requirements.
+    Cannot be updated.
+    ref: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/"""
+
+    affinity: Annotated[dict[str, Any] | None, Schema(core_type="Affinity")] = None
+    """affinity is for setting scheduling affinity rules.
+    ref: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"""
+
+    tolerations: Annotated[
+        list[dict[str, Any]] | None,
+        Field(min_length=0, max_length=10),
+        Schema(core_type="Toleration", list_type="atomic"),
+    ] = None
+    """tolerations is for setting the pod tolerations.
+    ref: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
+
+    node_selector: Annotated[
+        dict[str, LabelValue] | None,
+        Field(min_length=0, max_length=10),
+        Schema(map_type="atomic", rules=rules.NODE_SELECTOR_KEYS),
+    ] = None
+    """nodeSelector is for defining the scheduling criteria using node labels.
+    ref: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/"""
+
+    proxy: ProxyConfig | None = None
+    """proxy is for setting the proxy configurations which will be made available
+    in operand containers managed by the operator as environment variables."""
+
+
+class ObjectReference(ApiModel):
+    """ObjectReference is a reference to an object with a given name, kind and group."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)]
+    """Name of the resource being referred to."""
+
+    kind: Annotated[str | None, Field(min_length=1, max_length=253)] = None
+    """Kind of the resource being referred to."""
+
+    group: Annotated[str | None, Field(min_length=1, max_length=253)] = None
+    """Group of the resource being referred to."""
+
+
+class SecretReference(ApiModel):
+    """SecretReference is a reference to the secret with the given name, which should exist
+    in the same namespace where it will be utilized."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)]
+    """Name of the secret resource being referred to."""
+
+
+# --- ExternalSecretsConfig --------------------------------------------------------------------
+
+
+class BitwardenSecretManagerProvider(ApiModel):
+    """BitwardenSecretManagerProvider is for enabling the bitwarden secrets manager provider and
+    for setting up the additional service required for connecting with the bitwarden server."""
+
+    enabled: BoolString = "false"
+    """enabled is for enabling the bitwarden secrets manager provider, which can be indicated
+    by setting `true` or `false`."""
+
+    secret_ref: SecretReference | None = None
+    """SecretRef is the Kubernetes secret containing the TLS key pair to be used for the bitwarden
+    server. The issuer in CertManagerConfig will be utilized to generate the required certificate
+    if the secret reference is not provided and CertManagerConfig is configured. The key names in
+    secret for certificate must be `tls.crt`, for private key must be `tls.key` and for CA
+    certificate key name must be `ca.crt`."""
+
+
+class WebhookConfig(ApiModel):
+    """WebhookConfig is for configuring external-secrets webhook specifics."""
+
+    certificate_check_interval: Duration = "5m"
+    """CertificateCheckInterval is for configuring the polling interval to check the certificate
+    validity."""
+
+
+class CertManagerConfig(ApiModel):
+    """CertManagerConfig is for configuring cert-manager specifics, which will be used for
+    generating certificates for webhook and bitwarden-sdk-server components."""
+
+    __cel_rules__ = rules.CERT_MANAGER_CONFIG
+
+    enabled: Annotated[BoolString, Schema(required=True, rules=rules.ENABLED_IMMUTABLE)] = "false"
+    """enabled is for enabling the use of cert-manager for obtaining and renewing the
+    certificates used for webhook server, instead of built-in certificates.
+    Use `true` or `false` to indicate the preference. This field is immutable once set."""
+
+    add_injector_annotations: BoolString = "false"
+    """addInjectorAnnotations is for adding the `cert-manager.io/inject-ca-from` annotation to the
+    webhooks and CRDs to automatically setup webhook to the cert-manager CA. This requires
+    CA Injector to be enabled in cert-manager. Use `true` or `false` to indicate the preference."""
+
+    issuer_ref: Annotated[
+        ObjectReference | None, Schema(rules=rules.ISSUER_REF)
+    ] = None
+    """issuerRef contains details of the referenced object used for obtaining certificates. When
+    `issuerRef.Kind` is `Issuer`, it must exist in the `.spec.controllerConfig.namespace`.
+    This field is immutable once set."""
+
+    certificate_duration: Duration = "8760h"
+    """certificateDuration is the validity period of the webhook certificate."""
+
+    certificate_renew_before: Duration = "30m"
+    """certificateRenewBefore is the ahead time to renew the webhook certificate
+    before expiry."""
+
+
+class ApplicationConfig(CommonConfigs):
+    """ApplicationConfig is for specifying the configurations for the external-secrets operand."""
+
+    __cel_rules__ = rules.APPLICATION_CONFIG
+
+    operating_namespace: Annotated[
+        str | None, Field(min_length=1, max_length=63), Schema(rules=rules.NAMESPACE_NAME)
+    ] = None
+    """operatingNamespace is for restricting the external-secrets operations to the provided
+    namespace. And when enabled `ClusterSecretStore` and `ClusterExternalSecret` are implicitly
+    disabled."""
+
+    bitwarden_secret_manager_provider: BitwardenSecretManagerProvider | None = None
+    """bitwardenSecretManagerProvider is for enabling the bitwarden secrets manager provider and
+    for setting up the additional service required for connecting with the bitwarden server."""
+
+    webhook_config: WebhookConfig | None = None
+    """webhookConfig is for configuring external-secrets webhook specifics."""
+
+    cert_manager_config: CertManagerConfig | None = None
+    """CertManagerConfig is for configuring cert-manager specifics, which will be used for
+    generating certificates for webhook and bitwarden-sdk-server components."""
+
+
+class ControllerConfig(ApiModel):
+    """ControllerConfig is for specifying the configurations for the controller to use while
+    installing the `external-secrets` operand."""
+
+    __cel_rules__ = rules.CONTROLLER_CONFIG
+
+    namespace: Annotated[
+        str,
+        Field(min_length=1, max_length=63),
+        Schema(rules=(*rules.NAMESPACE_IMMUTABLE, *rules.NAMESPACE_NAME)),
+    ] = "external-secrets"
+    """namespace is for configuring the namespace to install the external-secret operand.
+    This field is immutable once set."""
+
+    labels: Annotated[
+        dict[str, LabelValue] | None,
+        Field(min_length=0, max_length=20),
+        Schema(map_type="granular", rules=rules.USER_LABEL_KEYS),
+    ] = None
+    """labels to apply to all resources created for the external-secrets operand deployment."""
+
+
+class ExternalSecretsConfigSpec(ApiModel):
+    """ExternalSecretsConfigSpec is for configuring the external-secrets operand behavior."""
+
+    app_config: ApplicationConfig | None = None
+    """appConfig is for specifying the configurations for the external-secrets operand."""
+
+    controller_config: ControllerConfig | None = None
+    """controllerConfig is for specifying the configurations for the controller to use while
+    installing the `external-secrets` operand."""
+
+
+class MetaCondition(ApiModel):
+    """Condition contains details for one aspect of the current state of this API Resource
+    (the standard metav1.Condition)."""
+
+    type: Annotated[str, Field(max_length=316, pattern=rules.CONDITION_TYPE_PATTERN)]
+    """type of condition in CamelCase or in foo.example.com/CamelCase."""
+
+    status: ConditionStatus
+    """status of the condition, one of True, False, Unknown."""
+
+    observed_generation: Annotated[int | None, Field(ge=0), Schema(fmt="int64")] = None
+    """observedGeneration represents the .metadata.generation that the condition was set based
+    upon."""
+
+    last_transition_time: Annotated[str, Schema(fmt="date-time")]
+    """lastTransitionTime is the last time the condition transitioned from one status to
+    another."""
+
+    reason: Annotated[
+        str, Field(min_length=1, max_length=1024, pattern=rules.CONDITION_REASON_PATTERN)
+    ]
+    """reason contains a programmatic identifier indicating the reason for the condition's last
+    transition, in CamelCase."""
+
+    message: Annotated[str, Field(max_length=32768)]
+    """message is a human readable message indicating details about the transition. This may be
+    an empty string."""
+
+
+class ExternalSecretsConfigStatus(ApiModel):
+    """ExternalSecretsConfigStatus is the most recently observed status of the
+    ExternalSecretsConfig."""
+
+    conditions: Annotated[
+        list[MetaCondition] | None, Schema(list_type="map", list_map_keys=("type",))
+    ] = None
+    """conditions holds information of the current state of deployment."""
+
+    external_secrets_image: str | None = None
+    """externalSecretsImage is the name of the image and the tag used for deploying
+    external-secrets."""
+
+    bitwarden_sdk_server_image: Annotated[
+        str | None, Field(alias="bitwardenSDKServerImage")
+    ] = None
+    """BitwardenSDKServerImage is the name of the image and the tag used for deploying
+    bitwarden-sdk-server."""
+
+
+class ExternalSecretsConfig(ApiModel):
+    """ExternalSecretsConfig describes configuration and information about the managed
+    external-secrets deployment. The name must be `cluster` as ExternalSecretsConfig is a
+    singleton, allowing only one instance per cluster.
+
+    When an ExternalSecretsConfig is created, a new deployment is created which manages the
+    external-secrets and keeps it in the desired state."""
+
+    __cel_rules__ = rules.EXTERNAL_SECRETS_CONFIG
+
+    api_version: str | None = None
+    """APIVersion defines the versioned schema of this representation of an object."""
+
+    kind: str | None = None
+    """Kind is a string value representing the REST resource this object represents."""
+
+    metadata: dict[str, Any] | None = None
+    """metadata is the standard object's metadata."""
+
+    spec: ExternalSecretsConfigSpec | None = None
+    """spec is the specification of the desired behavior of the ExternalSecretsConfig."""
+
+    status: ExternalSecretsConfigStatus | None = None
+    """status is the most recently observed status of the ExternalSecretsConfig."""
+
+
+# --- ExternalSecretsManager -------------------------------------------------------------------
+
+
+class GlobalConfig(CommonConfigs):
+    """GlobalConfig is for configuring the external-secrets-operator behavior."""
+
+    labels: Annotated[
+        dict[str, LabelValue] | None,
+        Field(min_length=0, max_length=20),
+        Schema(map_type="granular", rules=rules.USER_LABEL_KEYS),
+    ] = None
+    """labels to apply to all resources created by the operator."""
+
+
+class Feature(ApiModel):
+    """Feature is for enabling the optional features."""
+
+    name: str
+    """name of the optional feature."""
+
+    enabled: BoolString
+    """enabled indicates whether the feature is active."""
+
+
+class ExternalSecretsManagerSpec(ApiModel):
+    """ExternalSecretsManagerSpec is the specification of the desired behavior of the
+    ExternalSecretsManager."""
+
+    global_config: GlobalConfig | None = None
+    """globalConfig is for configuring the behavior of deployments that are managed
+    by external secrets-operator."""
+
+    features: Annotated[
+        list[Feature] | None, Schema(list_type="map", list_map_keys=("name",))
+    ] = None
+    """features is for enabling the optional operator features."""
+
+
+class Condition(ApiModel):
+    """Condition is one observed condition of an operator controller."""
+
+    type: str
+    """type of the condition"""
+
+    status: str
+    """status of the condition"""
+
+    message: str
+    """message provides details about the state."""
+
+
+class ControllerStatus(ApiModel):
+    """ControllerStatus holds the observed conditions of the controllers part of the operator."""
+
+    name: str
+    """name of the controller for which the observed condition is recorded."""
+
+    conditions: Annotated[
+        list[Condition] | None, Schema(list_type="map", list_map_keys=("type",))
+    ] = None
+    """conditions holds information of the current state of the external-secrets-operator
+    controllers."""
+
+    observed_generation: Annotated[int | None, Field(ge=0), Schema(fmt="int64")] = None
+    """observedGeneration represents the .metadata.generation on the observed resource."""
+
+
+class ExternalSecretsManagerStatus(ApiModel):
+    """ExternalSecretsManagerStatus is the most recently observed status of the
+    ExternalSecretsManager."""
+
+    controller_statuses: Annotated[
+        list[ControllerStatus] | None, Schema(list_type="map", list_map_keys=("name",))
+    ] = None
+    """controllerStatuses holds the observed conditions of the controllers part of the
+    operator."""
+
+    last_transition_time: Annotated[str | None, Schema(fmt="date-time")] = None
+    """lastTransitionTime is the last time the condition transitioned from one status to
+    another."""
+
+
+class ExternalSecretsManager(ApiModel):
+    """ExternalSecretsManager describes configuration and information about the deployments
+    managed by the external-secrets-operator. The name must be `cluster` as this is a singleton
+    object allowing only one instance of ExternalSecretsManager per cluster.
+
+    It is mainly for configuring the global options and enabling optional features, which
+    serves as a common/centralized config for managing multiple controllers of the operator.
+    The object is automatically created during the operator installation."""
+
+    __cel_rules__ = rules.EXTERNAL_SECRETS_MANAGER
+
+    api_version: str | None = None
+    """APIVersion defines the versioned schema of this representation of an object."""
+
+    kind: str | None = None
+    """Kind is a string value representing the REST resource this object represents."""
+
+    metadata: dict[str, Any] | None = None
+    """metadata is the standard object's metadata."""
+
+    spec: ExternalSecretsManagerSpec | None = None
+    """spec is the specification of the desired behavior"""
+
+    status: ExternalSecretsManagerStatus | None = None
+    """status is the most recently observed status of controllers used by
+    External Secrets Operator."""

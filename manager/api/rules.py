@@ -1,0 +1,284 @@
+r"""Every CEL rule of the two CRDs, with its exact message.
+
+Rules marked SEED are the seed's `+kubebuilder:validation:XValidation` markers, verbatim
+except where a `has()` guard keeps them from failing on an absent optional field. The other
+rules are additions (documented in docs/api.md): they reject, at admission, specs the
+operator could never turn into a working installation.
+
+The CEL expressions are written as raw Python strings: `\\.` reaches CEL unchanged, CEL's
+string unescaping turns it into `\.`, and the regular expression matches a literal dot.
+"""
+
+from __future__ import annotations
+
+from manager.api.markers import Rule
+
+# --- building blocks ------------------------------------------------------------------------
+
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# A label key: optional DNS-subdomain prefix and '/', then the name part.
+_LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"
+# Keys of the operator's own labels, which user labels must not override.
+_RESERVED_LABEL_KEY = (
+    r"^app\\.kubernetes\\.io/|^external-secrets\\.io/|^rbac\\.authorization\\.k8s\\.io/"
+    r"|^servicebinding\\.io/controller$|^app$"
+)
+# A Go time.Duration as metav1.Duration parses it (no sign: negative intervals make no sense).
+_GO_DURATION = r"^([0-9]+(\\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$"
+
+# Regular expressions of metav1.Condition (pydantic patterns; Python `re` syntax).
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+def _label_key_rule() -> Rule:
+    return Rule(
+        rule=(
+            f"self.all(k, k.matches('{_LABEL_KEY}') && (k.contains('/') ? "
+            "k.split('/')[0].size() <= 253 && k.split('/')[1].size() <= 63 : k.size() <= 63))"
+        ),
+        message=(
+            "label keys must be an optional DNS subdomain prefix of at most 253 characters and "
+            "'/', followed by a name of at most 63 characters that consists of alphanumeric "
+            "characters, '-', '_' or '.' and starts and ends with an alphanumeric character "
+            "(e.g. 'tier' or 'example.com/tier')"
+        ),
+        origin="added",
+        note="The API server would refuse such a label on every object the operator creates.",
+    )
+
+
+# --- roots ----------------------------------------------------------------------------------
+
+ESC_SINGLETON = Rule(  # SEED
+    rule="self.metadata.name == 'cluster'",
+    message="ExternalSecretsConfig is a singleton, .metadata.name must be 'cluster'",
+)
+ESM_SINGLETON = Rule(  # SEED
+    rule="self.metadata.name == 'cluster'",
+    message="ExternalSecretsManager is a singleton, .metadata.name must be 'cluster'",
+)
+
+
+def _has_controller_config(obj: str) -> str:
+    return f"(has({obj}.spec) && has({obj}.spec.controllerConfig))"
+
+
+def _default_namespace(obj: str) -> str:
+    """CEL: `obj`'s controllerConfig (known to exist) names the default namespace."""
+    cc = f"{obj}.spec.controllerConfig"
+    return f"(!has({cc}.namespace) || {cc}.namespace == 'external-secrets')"
+
+
+# Added: the seed's controllerConfig rules only run when both the old and the new object have
+# a controllerConfig, so adding one later (with another namespace) or removing one (falling
+# back to the default) would move the operand. This closes both holes with the seed's message:
+# when controllerConfig appears or disappears, the side that has it must name the default.
+NAMESPACE_ADDED_OR_REMOVED = Rule(
+    rule=(
+        f"{_has_controller_config('self')} == {_has_controller_config('oldSelf')} || "
+        f"({_has_controller_config('self')} ? {_default_namespace('self')} "
+        f": {_default_namespace('oldSelf')})"
+    ),
+    message="namespace can only be configured during creation",
+    origin="added",
+    note=(
+        "The seed's controllerConfig rules only run when the old and the new object both have "
+        "a controllerConfig; adding one later with another namespace, or removing one that "
+        "names another namespace, would move the operand. Reuses the seed's message."
+    ),
+)
+
+_OLD_CM = "oldSelf.spec.appConfig.certManagerConfig"
+# Added: the seed says cert-manager configuration cannot be disabled once enabled; `enabled`
+# is immutable, but removing the whole certManagerConfig (or appConfig) would bypass it.
+CERT_MANAGER_NOT_REMOVABLE = Rule(
+    rule=(
+        "!(has(oldSelf.spec) && has(oldSelf.spec.appConfig) && "
+        f"has({_OLD_CM}) && {_OLD_CM}.enabled == 'true') || "
+        "(has(self.spec) && has(self.spec.appConfig) && has(self.spec.appConfig.certManagerConfig))"
+    ),
+    message="certManagerConfig cannot be removed once enabled is set to 'true'",
+    origin="added",
+    note=(
+        "The seed says cert-manager cannot be disabled once enabled; `enabled` is immutable, "
+        "but removing certManagerConfig (or appConfig) would bypass that."
+    ),
+)
+
+EXTERNAL_SECRETS_CONFIG = (ESC_SINGLETON, NAMESPACE_ADDED_OR_REMOVED, CERT_MANAGER_NOT_REMOVABLE)
+EXTERNAL_SECRETS_MANAGER = (ESM_SINGLETON,)
+
+# --- ExternalSecretsConfig.spec -------------------------------------------------------------
+
+# Added (the reference's C2 with our field names): bitwarden-sdk-server needs a TLS key pair,
+# from secretRef or from cert-manager; with neither it can never start.
+APPLICATION_CONFIG = (
+    Rule(
+        rule=(
+            "!has(self.bitwardenSecretManagerProvider) || "
+            "!has(self.bitwardenSecretManagerProvider.enabled) || "
+            "self.bitwardenSecretManagerProvider.enabled != 'true' || "
+            "has(self.bitwardenSecretManagerProvider.secretRef) || "
+            "(has(self.certManagerConfig) && has(self.certManagerConfig.enabled) && "
+            "self.certManagerConfig.enabled == 'true')"
+        ),
+        message=(
+            "secretRef or certManagerConfig must be configured when "
+            "bitwardenSecretManagerProvider is enabled"
+        ),
+        origin="added",
+        note=(
+            "bitwarden-sdk-server needs a TLS key pair from secretRef or from cert-manager; "
+            "with neither it can never start (the reference operator's rule, our field names)."
+        ),
+    ),
+)
+
+CERT_MANAGER_CONFIG = (
+    Rule(  # SEED
+        rule="self.enabled != 'true' || has(self.issuerRef)",
+        message="issuerRef must be provided when enabled is set to 'true'.",
+    ),
+    Rule(  # SEED
+        rule=(
+            "has(self.addInjectorAnnotations) && self.addInjectorAnnotations != 'false' "
+            "? self.enabled != 'false' : true"
+        ),
+        message="addInjectorAnnotations can only be set when enabled is set to 'true'.",
+    ),
+    # Added: cert-manager refuses a Certificate whose renewBefore is not shorter than its
+    # duration. The matches() guards keep duration() from failing on a malformed value (the
+    # field's own rule reports that one).
+    Rule(
+        rule=(
+            "!has(self.certificateDuration) || !has(self.certificateRenewBefore) || "
+            f"!self.certificateDuration.matches('{_GO_DURATION}') || "
+            f"!self.certificateRenewBefore.matches('{_GO_DURATION}') || "
+            "duration(self.certificateRenewBefore) < duration(self.certificateDuration)"
+        ),
+        message="certificateRenewBefore must be shorter than certificateDuration",
+        origin="added",
+        note="cert-manager refuses a Certificate whose renewBefore is not below its duration.",
+    ),
+)
+
+ENABLED_IMMUTABLE = (  # SEED
+    Rule(rule="self == oldSelf", message="enabled is immutable once set"),
+)
+
+ISSUER_REF = (
+    Rule(rule="self == oldSelf", message="issuerRef is immutable once set"),  # SEED
+    # SEED, guarded with has(): kind and group are optional.
+    Rule(
+        rule=(
+            "!has(self.kind) || self.kind.lowerAscii() == 'issuer' || "
+            "self.kind.lowerAscii() == 'clusterissuer'"
+        ),
+        message="kind must be either 'Issuer' or 'ClusterIssuer'",
+        origin="seed+guard",
+        note="`kind` is optional; without the guard an issuerRef without kind fails to evaluate.",
+    ),
+    Rule(
+        rule="!has(self.group) || self.group.lowerAscii() == 'cert-manager.io'",
+        message="group must be 'cert-manager.io'",
+        origin="seed+guard",
+        note="`group` is optional; without the guard an issuerRef without group fails to "
+             "evaluate.",
+    ),
+)
+
+CONTROLLER_CONFIG = (  # SEED
+    Rule(
+        rule=(
+            "!has(oldSelf.namespace) && !has(self.namespace) || "
+            "has(oldSelf.namespace) && has(self.namespace)"
+        ),
+        message="namespace can only be configured during creation",
+    ),
+)
+
+NAMESPACE_IMMUTABLE = (  # SEED
+    Rule(rule="self == oldSelf", message="namespace is immutable once set"),
+)
+
+# Added: a namespace that is not a DNS label can never be created.
+NAMESPACE_NAME = (
+    Rule(
+        rule=f"self.matches('{_DNS_LABEL}')",
+        message=(
+            "must be a valid namespace name: lowercase alphanumeric characters or '-', "
+            "starting and ending with an alphanumeric character"
+        ),
+        origin="added",
+        note="A namespace whose name is not a DNS label can never be created.",
+    ),
+)
+
+# Added: Secret and Issuer names are DNS subdomains; any other name can never be found.
+OBJECT_NAME = (
+    Rule(
+        rule=f"self.matches('{_DNS_SUBDOMAIN}')",
+        message=(
+            "must be a valid object name: lowercase alphanumeric characters, '-' or '.', "
+            "starting and ending with an alphanumeric character"
+        ),
+        origin="added",
+        note="Secrets and Issuers are named by DNS subdomains; any other name can never match.",
+    ),
+)
+
+# Durations are bounded so that their rules cost-check; real values are a few characters.
+DURATION_MAX_LENGTH = 32
+
+# Added: a value metav1.Duration cannot parse makes the whole object unreadable to the operator.
+DURATION = (
+    Rule(
+        rule=f"self.matches('{_GO_DURATION}')",
+        message="must be a duration such as '30m', '1h30m' or '8760h'",
+        origin="added",
+        note="A value metav1.Duration cannot parse would make the whole object unreadable.",
+    ),
+)
+
+# --- labels and node selectors (added: the API server would refuse such labels on every
+# object the operator creates, so the installation could never succeed) --------------------
+
+LABEL_VALUE = (
+    Rule(
+        rule=f"self.matches('{_LABEL_VALUE}')",
+        message=(
+            "label values must be empty or consist of alphanumeric characters, '-', '_' or '.', "
+            "starting and ending with an alphanumeric character"
+        ),
+        origin="added",
+        note="The API server would refuse such a label value on every object.",
+    ),
+)
+
+NODE_SELECTOR_KEYS = (_label_key_rule(),)
+
+USER_LABEL_KEYS = (
+    _label_key_rule(),
+    Rule(
+        rule=f"self.all(k, !k.matches('{_RESERVED_LABEL_KEY}'))",
+        message=(
+            "label keys 'app', 'app.kubernetes.io/*', 'external-secrets.io/*', "
+            "'rbac.authorization.k8s.io/*' and 'servicebinding.io/controller' are reserved "
+            "for the operator"
+        ),
+        origin="added",
+        note=(
+            "The operator sets these keys itself (selectors, RBAC aggregation); a user value "
+            "would be overridden, so it is refused where it is written."
+        ),
+    ),
+)

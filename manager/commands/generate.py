@@ -1,0 +1,104 @@
+"""`generate`: write the generated API artefacts (CRDs, docs/api.md) from manager/api.
+
+  python -m manager generate                        write manifests/crds/*.yaml and docs/api.md
+  python -m manager generate --check                exit 1 when a committed file is stale
+  python -m manager generate --refresh-core-schemas refresh manager/api/core_v1_schemas.json
+                                                    from a control plane, then write
+
+--refresh-core-schemas reads the OpenAPI of the cluster in $KUBECONFIG when it is set, and
+otherwise starts a throw-away local control plane (run it inside hack/netns-run.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from manager import localcluster
+from manager.api import artefacts, core_schemas
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="generate the CRDs and docs/api.md from the API models",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 when a generated file is missing or stale")
+    mode.add_argument("--refresh-core-schemas", action="store_true",
+                      help="re-extract the core/v1 schemas from a kube-apiserver first")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT,
+                        help="repository root (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root: Path = args.root
+    if args.refresh_core_schemas:
+        path = _refresh_core_schemas()
+        print(f"refreshed {path}")
+    files = artefacts.generated_files()
+    if args.check:
+        return _check(root, files)
+    for relative, content in sorted(files.items()):
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_text() != content:
+            target.write_text(content)
+            print(f"wrote {relative}")
+        else:
+            print(f"unchanged {relative}")
+    return 0
+
+
+def _check(root: Path, files: dict[Path, str]) -> int:
+    stale = 0
+    for relative, content in sorted(files.items()):
+        target = root / relative
+        current = target.read_text() if target.exists() else ""
+        if current != content:
+            stale += 1
+            diff = difflib.unified_diff(current.splitlines(keepends=True),
+                                        content.splitlines(keepends=True),
+                                        f"{relative} (committed)", f"{relative} (generated)")
+            sys.stdout.writelines(list(diff)[:40])
+            print(f"STALE {relative}")
+    if stale:
+        print(f"{stale} generated file(s) are stale; run `python -m manager generate`")
+        return 1
+    print(f"{len(files)} generated files are up to date")
+    return 0
+
+
+def _refresh_core_schemas() -> Path:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if kubeconfig:
+        return core_schemas.refresh_snapshot(*_kubectl_source(kubeconfig))
+    localcluster.require_loopback_only_network()
+    workdir = localcluster.temporary_workdir()
+    with localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir) as plane:
+        return core_schemas.refresh_snapshot(plane.get_json, plane.version)
+
+
+def _kubectl_source(kubeconfig: str) -> tuple[Any, str]:
+    kubectl = os.environ.get("KUBECTL", "kubectl")
+
+    def get_json(path: str) -> dict[str, Any]:
+        out = subprocess.run([kubectl, f"--kubeconfig={kubeconfig}", "get", "--raw", path],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+        body: dict[str, Any] = json.loads(out)
+        return body
+
+    version = str(get_json("/version")["gitVersion"])
+    return get_json, version
