@@ -1,0 +1,488 @@
+"""EffectiveConfig: the one merge of ExternalSecretsConfig, ExternalSecretsManager and the
+operator's environment, validated. It is the only input of the renderer.
+
+Precedence, for every setting the two specs share (see docs/configuration.md):
+
+    ESC spec.appConfig  >  ESM spec.globalConfig  >  operator environment  >  defaults
+
+A setting is taken whole from the first source that has it: `resources`, `affinity`,
+`tolerations`, `nodeSelector` and `proxy` are never merged field by field, and an empty value
+in a higher source ("tolerations: []", "proxy: {}") means "none", not "ask the next source".
+Labels are the exception: they merge ESM globalConfig.labels < ESC controllerConfig.labels <
+the operator's standard labels (added by the renderer).
+
+The API server defaults `appConfig.logLevel` to 1 whenever `appConfig` exists, and the models
+do the same, so an ESC with any `appConfig` always has a log level and the ESM's
+`globalConfig.logLevel` applies only to an ESC without `appConfig`.
+
+Pure: no I/O. Errors the user must fix raise `ConfigError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from manager import constants, kube_values, versions
+from manager.api.models import (
+    ApplicationConfig,
+    CertManagerConfig,
+    CommonConfigs,
+    ExternalSecretsConfigSpec,
+    ExternalSecretsManagerSpec,
+    GlobalConfig,
+    ProxyConfig,
+)
+
+ESC_APP = "spec.appConfig"
+ESC_CONTROLLER = "spec.controllerConfig"
+ESM_GLOBAL = "spec.globalConfig"
+
+# Label keys the operator sets itself; a user label must not override them.
+RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "external-secrets.io/",
+                           "rbac.authorization.k8s.io/")
+RESERVED_LABEL_KEYS = frozenset({"app", "servicebinding.io/controller"})
+
+# cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
+MINIMUM_CERTIFICATE_DURATION = "1h"
+MINIMUM_RENEW_BEFORE = "5m"
+
+IssuerKind = Literal["Issuer", "ClusterIssuer"]
+ISSUER_KINDS: dict[str, IssuerKind] = {"issuer": "Issuer", "clusterissuer": "ClusterIssuer"}
+CERT_MANAGER_GROUP = "cert-manager.io"
+# The Secret of the Certificate cert-manager issues for bitwarden-sdk-server.
+BITWARDEN_CERTIFICATE_SECRET = "bitwarden-tls-certs"  # noqa: S105  # a name, not a password
+
+
+class ConfigError(ValueError):
+    """A spec (or the operator environment) that cannot become a working installation.
+
+    `field` is the JSON path of the culprit ("spec.appConfig.resources.limits.cpu"; fields of
+    the operator's environment are "env.<VARIABLE>"); `message` says what is wrong and how
+    to fix it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- the operator's environment -------------------------------------------------------------
+
+
+class OperatorEnvironment(_Frozen):
+    """What the operator's own Deployment tells it (OLM sets these variables)."""
+
+    external_secrets_image: str | None = versions.EXTERNAL_SECRETS_IMAGE
+    bitwarden_image: str | None = versions.BITWARDEN_SDK_SERVER_IMAGE
+    operand_version: str = versions.EXTERNAL_SECRETS_VERSION
+    bitwarden_version: str = versions.BITWARDEN_SDK_SERVER_VERSION
+    http_proxy: str | None = None
+    https_proxy: str | None = None
+    no_proxy: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> OperatorEnvironment:
+        """Read the variables; an absent image or version falls back to manager/versions.py.
+
+        An image variable that is present but empty means "no such image here" (for example
+        a mirror without bitwarden-sdk-server): rendering then fails only if that image is
+        needed.
+        """
+        def image(name: str, default: str) -> str | None:
+            return environ[name] or None if name in environ else default
+
+        return cls(
+            external_secrets_image=image("RELATED_IMAGE_EXTERNAL_SECRETS",
+                                         versions.EXTERNAL_SECRETS_IMAGE),
+            bitwarden_image=image("RELATED_IMAGE_BITWARDEN_SDK_SERVER",
+                                  versions.BITWARDEN_SDK_SERVER_IMAGE),
+            operand_version=(environ.get("OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION")
+                             or versions.EXTERNAL_SECRETS_VERSION),
+            bitwarden_version=(environ.get("BITWARDEN_SDK_SERVER_IMAGE_VERSION")
+                               or versions.BITWARDEN_SDK_SERVER_VERSION),
+            http_proxy=environ.get("HTTP_PROXY") or None,
+            https_proxy=environ.get("HTTPS_PROXY") or None,
+            no_proxy=environ.get("NO_PROXY") or None,
+        )
+
+
+# --- the result -----------------------------------------------------------------------------
+
+
+class CertManagerSettings(_Frozen):
+    """cert-manager issues the webhook certificate instead of the built-in cert-controller."""
+
+    enabled: bool = False
+    add_injector_annotations: bool = False
+    issuer_name: str | None = None
+    issuer_kind: IssuerKind = "Issuer"
+    issuer_group: str = CERT_MANAGER_GROUP
+    duration: str = "8760h0m0s"
+    renew_before: str = "30m0s"
+
+
+class BitwardenSettings(_Frozen):
+    """The bitwarden-sdk-server and where its TLS key pair comes from."""
+
+    enabled: bool = False
+    tls_secret_name: str | None = None
+    """The Secret mounted into bitwarden-sdk-server (secretRef, or the Certificate's)."""
+    issue_certificate: bool = False
+    """cert-manager issues `bitwarden-tls-certs` (bitwarden on, no secretRef)."""
+
+
+ProxySource = Literal["ExternalSecretsConfig", "ExternalSecretsManager", "environment"]
+
+
+class ProxySettings(_Frozen):
+    """The proxy every operand container gets; only non-empty values are set."""
+
+    http_proxy: str | None = None
+    https_proxy: str | None = None
+    no_proxy: str | None = None
+    source: ProxySource = "ExternalSecretsConfig"
+
+
+class Images(_Frozen):
+    external_secrets: str = versions.EXTERNAL_SECRETS_IMAGE
+    bitwarden_sdk_server: str | None = None
+    """None when the environment names no image (allowed while bitwarden is off)."""
+
+
+class Versions(_Frozen):
+    external_secrets: str = versions.EXTERNAL_SECRETS_VERSION
+    bitwarden_sdk_server: str = versions.BITWARDEN_SDK_SERVER_VERSION
+
+
+class EffectiveConfig(_Frozen):
+    """Everything the renderer needs, merged and validated (see the module docstring)."""
+
+    namespace: str = constants.DEFAULT_OPERAND_NAMESPACE
+    labels: dict[str, str] = {}
+    """User labels, merged (ESM < ESC); the renderer adds the standard labels over them."""
+    log_level: int = 1
+    operating_namespace: str | None = None
+    cert_manager: CertManagerSettings = CertManagerSettings()
+    bitwarden: BitwardenSettings = BitwardenSettings()
+    webhook_check_interval: str = "5m0s"
+    resources: dict[str, Any] | None = None
+    affinity: dict[str, Any] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    node_selector: dict[str, str] | None = None
+    proxy: ProxySettings | None = None
+    images: Images = Images()
+    versions: Versions = Versions()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EffectiveConfig:
+        """Combinations the renderer cannot turn into working objects (programming errors:
+        `effective_config` reports the user-facing cause as a ConfigError first)."""
+        if not 1 <= self.log_level <= 5:
+            raise ValueError("log_level must be 1 to 5")
+        if self.cert_manager.enabled and not self.cert_manager.issuer_name:
+            raise ValueError("cert_manager.enabled needs cert_manager.issuer_name")
+        if self.bitwarden.enabled and not self.bitwarden.tls_secret_name:
+            raise ValueError("bitwarden.enabled needs bitwarden.tls_secret_name")
+        if self.bitwarden.issue_certificate and not (self.bitwarden.enabled
+                                                     and self.cert_manager.enabled):
+            raise ValueError("bitwarden.issue_certificate needs bitwarden and cert_manager")
+        if self.bitwarden.enabled and not self.images.bitwarden_sdk_server:
+            raise ValueError("bitwarden.enabled needs images.bitwarden_sdk_server")
+        return self
+
+
+# --- the merge ------------------------------------------------------------------------------
+
+
+def effective_config(esc: ExternalSecretsConfigSpec | None,
+                     esm: ExternalSecretsManagerSpec | None,
+                     env: OperatorEnvironment) -> EffectiveConfig:
+    """Merge and validate; raises ConfigError for anything the user (or deployer) must fix."""
+    esc = esc or ExternalSecretsConfigSpec()
+    app = esc.app_config
+    glob = esm.global_config if esm is not None else None
+    namespace = _namespace(esc)
+    cert_manager = _cert_manager(app.cert_manager_config if app else None)
+    bitwarden = _bitwarden(app, cert_manager)
+    return EffectiveConfig(
+        namespace=namespace,
+        labels=_user_labels(esc, glob),
+        log_level=_log_level(app, glob),
+        operating_namespace=_operating_namespace(app),
+        cert_manager=cert_manager,
+        bitwarden=bitwarden,
+        webhook_check_interval=_webhook_check_interval(app),
+        resources=_resources(app, glob),
+        affinity=_affinity(app, glob),
+        tolerations=_tolerations(app, glob),
+        node_selector=_node_selector(app, glob),
+        proxy=_proxy(app, glob, env),
+        images=_images(env, bitwarden),
+        versions=_versions(env),
+    )
+
+
+def _pick(field: str, app: ApplicationConfig | None,
+          glob: GlobalConfig | None) -> tuple[Any, str]:
+    """The first source that sets `field` (ESC appConfig, then ESM globalConfig), and its path.
+
+    Present-but-empty counts as set: it means "none" and hides the lower source.
+    """
+    sources: tuple[tuple[CommonConfigs | None, str], ...] = ((app, ESC_APP), (glob, ESM_GLOBAL))
+    for common, path in sources:
+        value = getattr(common, field) if common is not None else None
+        if value is not None:
+            return value, f"{path}.{_camel(field)}"
+    return None, ""
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _namespace(esc: ExternalSecretsConfigSpec) -> str:
+    controller = esc.controller_config
+    namespace = controller.namespace if controller else constants.DEFAULT_OPERAND_NAMESPACE
+    if not kube_values.is_dns_label(namespace):
+        raise ConfigError(f"{ESC_CONTROLLER}.namespace",
+                          f"{namespace!r} is not a valid namespace name: use lowercase letters, "
+                          "digits and '-', starting and ending with a letter or digit")
+    return namespace
+
+
+def _operating_namespace(app: ApplicationConfig | None) -> str | None:
+    namespace = app.operating_namespace if app else None
+    if namespace is not None and not kube_values.is_dns_label(namespace):
+        raise ConfigError(f"{ESC_APP}.operatingNamespace",
+                          f"{namespace!r} is not a valid namespace name: use lowercase letters, "
+                          "digits and '-', starting and ending with a letter or digit")
+    return namespace
+
+
+def is_reserved_label_key(key: str) -> bool:
+    """Whether `key` belongs to the operator's own labels (users may not set it)."""
+    return key in RESERVED_LABEL_KEYS or key.startswith(RESERVED_LABEL_PREFIXES)
+
+
+def _checked_user_labels(labels: Mapping[str, str] | None, path: str) -> dict[str, str]:
+    labels = dict(labels or {})
+    for key in labels:
+        if is_reserved_label_key(key):
+            raise ConfigError(f"{path}[{key!r}]",
+                              "this label key is reserved for the operator's own labels "
+                              "('app', 'app.kubernetes.io/*', 'external-secrets.io/*', "
+                              "'rbac.authorization.k8s.io/*', 'servicebinding.io/controller'); "
+                              "choose another key")
+    try:
+        kube_values.check_label_map(labels)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(f"{path}{error.path}", error.message) from None
+    return labels
+
+
+def _user_labels(esc: ExternalSecretsConfigSpec, glob: GlobalConfig | None) -> dict[str, str]:
+    from_esm = _checked_user_labels(glob.labels if glob else None, f"{ESM_GLOBAL}.labels")
+    controller = esc.controller_config
+    from_esc = _checked_user_labels(controller.labels if controller else None,
+                                    f"{ESC_CONTROLLER}.labels")
+    return {**from_esm, **from_esc}
+
+
+def _log_level(app: ApplicationConfig | None, glob: GlobalConfig | None) -> int:
+    level, _ = _pick("log_level", app, glob)
+    return int(level) if level is not None else 1
+
+
+def _duration(text: str, field: str) -> int:
+    try:
+        return kube_values.parse_go_duration(text)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(field, f"{error.message}; write a duration such as '30m', '1h30m' "
+                                 "or '8760h'") from None
+
+
+def _webhook_check_interval(app: ApplicationConfig | None) -> str:
+    webhook = app.webhook_config if app else None
+    interval = webhook.certificate_check_interval if webhook else None
+    if interval is None:
+        return "5m0s"
+    field = f"{ESC_APP}.webhookConfig.certificateCheckInterval"
+    nanoseconds = _duration(interval, field)
+    if nanoseconds <= 0:
+        raise ConfigError(field, "must be longer than zero, e.g. '5m'")
+    return kube_values.format_go_duration(nanoseconds)
+
+
+def _cert_manager(config: CertManagerConfig | None) -> CertManagerSettings:
+    path = f"{ESC_APP}.certManagerConfig"
+    if config is None:
+        return CertManagerSettings()
+    if config.enabled != "true":
+        if config.add_injector_annotations == "true":
+            raise ConfigError(f"{path}.addInjectorAnnotations",
+                              "can only be 'true' when enabled is 'true'")
+        return CertManagerSettings()
+    issuer = config.issuer_ref
+    if issuer is None:
+        raise ConfigError(f"{path}.issuerRef", "is required when enabled is 'true': name the "
+                                               "cert-manager Issuer or ClusterIssuer to use")
+    kind = ISSUER_KINDS.get((issuer.kind or "Issuer").lower())
+    if kind is None:
+        raise ConfigError(f"{path}.issuerRef.kind", "must be either 'Issuer' or 'ClusterIssuer'")
+    if (issuer.group or CERT_MANAGER_GROUP).lower() != CERT_MANAGER_GROUP:
+        raise ConfigError(f"{path}.issuerRef.group", "must be 'cert-manager.io'")
+    if not kube_values.is_dns_subdomain(issuer.name):
+        raise ConfigError(f"{path}.issuerRef.name", f"{issuer.name!r} is not a valid object "
+                                                    "name")
+    duration = _duration(config.certificate_duration or "8760h", f"{path}.certificateDuration")
+    renew_before = _duration(config.certificate_renew_before or "30m",
+                             f"{path}.certificateRenewBefore")
+    _check_certificate_lifetime(duration, renew_before, path)
+    return CertManagerSettings(
+        enabled=True,
+        add_injector_annotations=config.add_injector_annotations == "true",
+        issuer_name=issuer.name,
+        issuer_kind=kind,
+        issuer_group=CERT_MANAGER_GROUP,
+        duration=kube_values.format_go_duration(duration),
+        renew_before=kube_values.format_go_duration(renew_before),
+    )
+
+
+def _check_certificate_lifetime(duration: int, renew_before: int, path: str) -> None:
+    if duration < kube_values.parse_go_duration(MINIMUM_CERTIFICATE_DURATION):
+        raise ConfigError(f"{path}.certificateDuration",
+                          f"cert-manager requires at least {MINIMUM_CERTIFICATE_DURATION}")
+    if renew_before < kube_values.parse_go_duration(MINIMUM_RENEW_BEFORE):
+        raise ConfigError(f"{path}.certificateRenewBefore",
+                          f"cert-manager requires at least {MINIMUM_RENEW_BEFORE}")
+    if renew_before >= duration:
+        raise ConfigError(f"{path}.certificateRenewBefore",
+                          "must be shorter than certificateDuration")
+
+
+def _bitwarden(app: ApplicationConfig | None,
+               cert_manager: CertManagerSettings) -> BitwardenSettings:
+    provider = app.bitwarden_secret_manager_provider if app else None
+    if provider is None or provider.enabled != "true":
+        return BitwardenSettings()
+    path = f"{ESC_APP}.bitwardenSecretManagerProvider"
+    if provider.secret_ref is not None:
+        name = provider.secret_ref.name
+        if not kube_values.is_dns_subdomain(name):
+            raise ConfigError(f"{path}.secretRef.name", f"{name!r} is not a valid Secret name")
+        return BitwardenSettings(enabled=True, tls_secret_name=name)
+    if not cert_manager.enabled:
+        raise ConfigError(f"{path}.secretRef",
+                          "bitwarden-sdk-server needs a TLS key pair: set secretRef to a Secret "
+                          "with tls.crt, tls.key and ca.crt, or enable certManagerConfig so "
+                          "cert-manager issues one")
+    return BitwardenSettings(enabled=True, tls_secret_name=BITWARDEN_CERTIFICATE_SECRET,
+                             issue_certificate=True)
+
+
+def _resources(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict[str, Any] | None:
+    resources, field = _pick("resources", app, glob)
+    if not resources:
+        return None
+    try:
+        kube_values.check_resource_requirements(resources)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(f"{field}{error.path}", error.message) from None
+    return dict(resources)
+
+
+def _affinity(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict[str, Any] | None:
+    affinity, field = _pick("affinity", app, glob)
+    if not affinity:
+        return None
+    try:
+        kube_values.check_affinity(affinity)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(f"{field}{error.path}", error.message) from None
+    return dict(affinity)
+
+
+def _tolerations(app: ApplicationConfig | None,
+                 glob: GlobalConfig | None) -> list[dict[str, Any]] | None:
+    tolerations, field = _pick("tolerations", app, glob)
+    if not tolerations:
+        return None
+    try:
+        kube_values.check_tolerations(tolerations)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(f"{field}{error.path}", error.message) from None
+    return [dict(toleration) for toleration in tolerations]
+
+
+def _node_selector(app: ApplicationConfig | None,
+                   glob: GlobalConfig | None) -> dict[str, str] | None:
+    selector, field = _pick("node_selector", app, glob)
+    if not selector:
+        return None
+    try:
+        kube_values.check_label_map(selector)
+    except kube_values.InvalidValueError as error:
+        raise ConfigError(f"{field}{error.path}", error.message) from None
+    return dict(selector)
+
+
+def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
+           env: OperatorEnvironment) -> ProxySettings | None:
+    """The first proxy that is present: ESC, ESM, then the environment OLM injects.
+
+    A present proxy with every field empty ("proxy: {}") is an explicit "no proxy" that also
+    hides the lower sources (e.g. to keep the cluster-wide proxy away from the operand).
+    """
+    chosen: tuple[ProxyConfig, ProxySource] | None = None
+    if app is not None and app.proxy is not None:
+        chosen = (app.proxy, "ExternalSecretsConfig")
+    elif glob is not None and glob.proxy is not None:
+        chosen = (glob.proxy, "ExternalSecretsManager")
+    elif env.http_proxy or env.https_proxy or env.no_proxy:
+        chosen = (ProxyConfig(http_proxy=env.http_proxy, https_proxy=env.https_proxy,
+                              no_proxy=env.no_proxy), "environment")
+    if chosen is None:
+        return None
+    proxy, source = chosen
+    if not (proxy.http_proxy or proxy.https_proxy or proxy.no_proxy):
+        return None
+    return ProxySettings(http_proxy=proxy.http_proxy or None,
+                         https_proxy=proxy.https_proxy or None,
+                         no_proxy=proxy.no_proxy or None, source=source)
+
+
+def _images(env: OperatorEnvironment, bitwarden: BitwardenSettings) -> Images:
+    if not env.external_secrets_image:
+        raise ConfigError("env.RELATED_IMAGE_EXTERNAL_SECRETS",
+                          "the operator has no external-secrets image: set "
+                          "RELATED_IMAGE_EXTERNAL_SECRETS on the operator Deployment (or unset "
+                          "it to use the pinned default)")
+    if bitwarden.enabled and not env.bitwarden_image:
+        raise ConfigError(f"{ESC_APP}.bitwardenSecretManagerProvider.enabled",
+                          "bitwarden is enabled but the operator has no bitwarden-sdk-server "
+                          "image: set RELATED_IMAGE_BITWARDEN_SDK_SERVER on the operator "
+                          "Deployment, or disable bitwarden")
+    return Images(external_secrets=env.external_secrets_image,
+                  bitwarden_sdk_server=env.bitwarden_image)
+
+
+def _versions(env: OperatorEnvironment) -> Versions:
+    for variable, value in (("OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION", env.operand_version),
+                            ("BITWARDEN_SDK_SERVER_IMAGE_VERSION", env.bitwarden_version)):
+        problem = kube_values.label_value_problem(value)
+        if problem is not None:
+            raise ConfigError(f"env.{variable}", f"becomes the app.kubernetes.io/version label, "
+                                                 f"so {problem}")
+    return Versions(external_secrets=env.operand_version,
+                    bitwarden_sdk_server=env.bitwarden_version)
+

@@ -1,0 +1,74 @@
+"""The components of the operand and the one place that decides which are enabled.
+
+A component is a directory of templates under `manifests/operand/` whose objects come and go
+together; the controller prunes managed objects of a disabled component.
+
+    component              objects                                          enabled when
+    namespace              Namespace                                        always
+    controller             ServiceAccount, ClusterRoles controller, view,   always
+                           edit, servicebindings, ClusterRoleBinding,
+                           leader-election Role and RoleBinding, metrics
+                           Service, Deployment, NetworkPolicy
+    webhook                ServiceAccount, Service, Deployment,             always
+                           NetworkPolicy, 2 ValidatingWebhookConfigurations
+    cert-controller        ServiceAccount, ClusterRole, ClusterRoleBinding, cert-manager off
+                           webhook Secret, metrics Service, Deployment,
+                           NetworkPolicy
+    webhook-certificate    Certificate external-secrets-webhook             cert-manager on
+    bitwarden              ServiceAccount, Service, Deployment,             bitwarden on
+                           2 NetworkPolicies
+    bitwarden-certificate  Certificate bitwarden-tls-certs                  bitwarden on without
+                                                                            secretRef
+    network-policy         NetworkPolicies deny-all-traffic, allow-to-dns   always
+    proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from manager.config import EffectiveConfig
+
+NAMESPACE: Final = "namespace"
+CONTROLLER: Final = "controller"
+WEBHOOK: Final = "webhook"
+CERT_CONTROLLER: Final = "cert-controller"
+WEBHOOK_CERTIFICATE: Final = "webhook-certificate"
+BITWARDEN: Final = "bitwarden"
+BITWARDEN_CERTIFICATE: Final = "bitwarden-certificate"
+NETWORK_POLICY: Final = "network-policy"
+PROXY_CA: Final = "proxy-ca"
+
+# Every component, in the order the state lists them.
+COMPONENTS: Final = (NAMESPACE, CONTROLLER, WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE,
+                     BITWARDEN, BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROXY_CA)
+
+# app.kubernetes.io/name of each component's objects (and pods).
+CONTROLLER_APP: Final = "external-secrets"
+WEBHOOK_APP: Final = "external-secrets-webhook"
+CERT_CONTROLLER_APP: Final = "external-secrets-cert-controller"
+BITWARDEN_APP: Final = "bitwarden-sdk-server"
+APP_NAMES: Final = {
+    NAMESPACE: CONTROLLER_APP,
+    CONTROLLER: CONTROLLER_APP,
+    WEBHOOK: WEBHOOK_APP,
+    CERT_CONTROLLER: CERT_CONTROLLER_APP,
+    WEBHOOK_CERTIFICATE: WEBHOOK_APP,
+    BITWARDEN: BITWARDEN_APP,
+    BITWARDEN_CERTIFICATE: BITWARDEN_APP,
+    NETWORK_POLICY: CONTROLLER_APP,
+    PROXY_CA: CONTROLLER_APP,
+}
+
+
+def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
+    """The components `config` asks for; everything else is to be absent."""
+    enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY}
+    enabled.add(WEBHOOK_CERTIFICATE if config.cert_manager.enabled else CERT_CONTROLLER)
+    if config.bitwarden.enabled:
+        enabled.add(BITWARDEN)
+        if config.bitwarden.issue_certificate:
+            enabled.add(BITWARDEN_CERTIFICATE)
+    if config.proxy is not None:
+        enabled.add(PROXY_CA)
+    return tuple(component for component in COMPONENTS if component in enabled)

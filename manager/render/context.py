@@ -1,0 +1,127 @@
+"""What the templates see: structured values computed from the EffectiveConfig.
+
+Templates print these only through `| tojson`. The names (documented in
+manifests/operand/README.md):
+
+    namespace, labels, selector, controller_selector, log_level, operating_namespace,
+    images.{external_secrets, bitwarden_sdk_server},
+    webhook.{check_interval, certificate_secret, annotations},
+    cert_manager.{issuer_ref, duration, renew_before},
+    bitwarden.{tls_secret_name},
+    pod.{security_context, node_selector, affinity, tolerations, extra_volumes},
+    container.{security_context, resources, env, extra_volume_mounts}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from manager.config import EffectiveConfig, ProxySettings
+from manager.render import labels
+from manager.render.components import APP_NAMES, BITWARDEN, BITWARDEN_CERTIFICATE, CONTROLLER_APP
+
+# logLevel (1-5, more is more verbose) -> the operand's --loglevel. Monotonic on purpose: the
+# reference operator's 1 -> warn, 2 -> error ordering is a quirk we do not copy.
+OPERAND_LOG_LEVELS: Final = {1: "error", 2: "warn", 3: "info", 4: "debug", 5: "debug"}
+
+# The restricted Pod Security profile. No runAsUser: OpenShift's SCCs assign one, and the
+# images run as a non-root user elsewhere.
+RESTRICTED_CONTAINER_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_POD_SECURITY_CONTEXT: Final = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+# Names of the Secrets holding the webhook's serving certificate (not secrets themselves).
+WEBHOOK_SECRET: Final = "external-secrets-webhook"  # noqa: S105
+WEBHOOK_SECRET_CERT_MANAGER: Final = "external-secrets-webhook-cm"  # noqa: S105
+INJECT_CA_FROM: Final = "cert-manager.io/inject-ca-from"
+
+TRUSTED_CA_CONFIGMAP: Final = "external-secrets-trusted-ca-bundle"
+TRUSTED_CA_VOLUME: Final = "trusted-ca-bundle"
+TRUSTED_CA_MOUNT_PATH: Final = "/etc/pki/tls/certs"
+PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
+def operand_log_level(level: int) -> str:
+    """The --loglevel flag value of the operand for a spec logLevel (1-5)."""
+    try:
+        return OPERAND_LOG_LEVELS[level]
+    except KeyError:
+        raise ValueError(f"logLevel must be 1 to 5, not {level}") from None
+
+
+def proxy_env(proxy: ProxySettings | None) -> list[dict[str, str]]:
+    """HTTP_PROXY, HTTPS_PROXY, NO_PROXY and their lowercase twins, for the values set."""
+    if proxy is None:
+        return []
+    values = dict(zip(PROXY_VARIABLES, (proxy.http_proxy, proxy.https_proxy, proxy.no_proxy),
+                      strict=True))
+    upper = [{"name": name, "value": value} for name, value in values.items() if value]
+    lower = [{"name": item["name"].lower(), "value": item["value"]} for item in upper]
+    return upper + lower
+
+
+def _component_version(config: EffectiveConfig, component: str) -> str:
+    if component in (BITWARDEN, BITWARDEN_CERTIFICATE):
+        return config.versions.bitwarden_sdk_server
+    return config.versions.external_secrets
+
+
+def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
+    """The values the templates of `component` render from."""
+    app_name = APP_NAMES[component]
+    proxied = config.proxy is not None
+    cert_manager = config.cert_manager
+    return {
+        "namespace": config.namespace,
+        "labels": labels.object_labels(config.labels, app_name,
+                                       _component_version(config, component)),
+        "selector": labels.selector_labels(app_name),
+        "controller_selector": labels.selector_labels(CONTROLLER_APP),
+        "log_level": operand_log_level(config.log_level),
+        "operating_namespace": config.operating_namespace,
+        "images": {
+            "external_secrets": config.images.external_secrets,
+            "bitwarden_sdk_server": config.images.bitwarden_sdk_server,
+        },
+        "webhook": {
+            "check_interval": config.webhook_check_interval,
+            "certificate_secret": (WEBHOOK_SECRET_CERT_MANAGER if cert_manager.enabled
+                                   else WEBHOOK_SECRET),
+            "annotations": (
+                {INJECT_CA_FROM: f"{config.namespace}/external-secrets-webhook"}
+                if cert_manager.enabled and cert_manager.add_injector_annotations else None
+            ),
+        },
+        "cert_manager": {
+            "issuer_ref": {"name": cert_manager.issuer_name, "kind": cert_manager.issuer_kind,
+                           "group": cert_manager.issuer_group},
+            "duration": cert_manager.duration,
+            "renew_before": cert_manager.renew_before,
+        },
+        "bitwarden": {"tls_secret_name": config.bitwarden.tls_secret_name},
+        "pod": {
+            "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
+            "node_selector": config.node_selector,
+            "affinity": config.affinity,
+            "tolerations": config.tolerations,
+            "extra_volumes": ([{"name": TRUSTED_CA_VOLUME,
+                                "configMap": {"name": TRUSTED_CA_CONFIGMAP}}]
+                              if proxied else []),
+        },
+        "container": {
+            "security_context": RESTRICTED_CONTAINER_SECURITY_CONTEXT,
+            "resources": config.resources,
+            "env": proxy_env(config.proxy),
+            "extra_volume_mounts": ([{"name": TRUSTED_CA_VOLUME,
+                                      "mountPath": TRUSTED_CA_MOUNT_PATH, "readOnly": True}]
+                                    if proxied else []),
+        },
+    }

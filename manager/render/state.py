@@ -1,0 +1,66 @@
+"""DesiredState: the rendered objects, grouped by component, and the order to apply them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from manager.render.templates import template_kinds
+
+# Apply order by kind: what an object refers to exists before it (CONTRACTS.md).
+APPLY_ORDER: Final = (
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "ConfigMap",
+    "Certificate",
+    "Service",
+    "Deployment",
+    "NetworkPolicy",
+    "ValidatingWebhookConfiguration",
+)
+CLUSTER_SCOPED_KINDS: Final = frozenset(
+    {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
+)
+
+
+def apply_rank(obj: Mapping[str, Any]) -> int:
+    """Position of an object's kind in APPLY_ORDER (unknown kinds go last)."""
+    kind = obj.get("kind")
+    return APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+
+
+def renderable_kinds() -> tuple[tuple[str, str], ...]:
+    """Every (apiVersion, kind) a template can produce, in apply order."""
+    return tuple(sorted(template_kinds(),
+                        key=lambda pair: (apply_rank({"kind": pair[1]}), pair)))
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    """The operand as it should be: complete manifests, by component.
+
+    `components` holds only the enabled components; a component that is absent is to be
+    removed from the cluster (its managed objects pruned).
+    """
+
+    namespace: str
+    components: Mapping[str, tuple[dict[str, Any], ...]]
+
+    def objects(self) -> tuple[dict[str, Any], ...]:
+        """Every object in apply order (stable: component order, then template order)."""
+        everything = [obj for objects in self.components.values() for obj in objects]
+        return tuple(sorted(everything, key=apply_rank))
+
+    def kinds(self) -> tuple[tuple[str, str], ...]:
+        """The (apiVersion, kind) pairs the renderer can ever produce, rendered now or not.
+
+        Pruning lists exactly these kinds by label, so objects of a kind that the current
+        configuration no longer renders (a Certificate after switching back) are found too.
+        """
+        return renderable_kinds()

@@ -1,0 +1,388 @@
+"""Every setting lands where docs/configuration.md says, and components switch as a whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manager.api.models import ExternalSecretsConfigSpec
+from manager.config import (
+    BitwardenSettings,
+    CertManagerSettings,
+    EffectiveConfig,
+    Images,
+    OperatorEnvironment,
+    ProxySettings,
+    Versions,
+    effective_config,
+)
+from manager.render import APPLY_ORDER, DesiredState, render_operand
+from manager.render.context import (
+    OPERAND_LOG_LEVELS,
+    RESTRICTED_CONTAINER_SECURITY_CONTEXT,
+    template_context,
+)
+from manager.render.templates import (
+    TemplateError,
+    component_templates,
+    environment,
+    render_template,
+    template_kinds,
+)
+
+CERT_MANAGER = CertManagerSettings(enabled=True, issuer_name="ca", issuer_kind="ClusterIssuer")
+BITWARDEN_IMAGES = Images(bitwarden_sdk_server="example.com/bitwarden:1")
+
+CERT_CONTROLLER_OBJECTS = {
+    ("Deployment", "external-secrets-cert-controller"),
+    ("ServiceAccount", "external-secrets-cert-controller"),
+    ("ClusterRole", "external-secrets-cert-controller"),
+    ("ClusterRoleBinding", "external-secrets-cert-controller"),
+    ("Service", "external-secrets-cert-controller-metrics"),
+    ("Secret", "external-secrets-webhook"),
+    ("NetworkPolicy", "allow-api-server-egress-for-cert-controller"),
+}
+BITWARDEN_OBJECTS = {
+    ("Deployment", "bitwarden-sdk-server"),
+    ("ServiceAccount", "bitwarden-sdk-server"),
+    ("Service", "bitwarden-sdk-server"),
+    ("NetworkPolicy", "allow-api-server-egress-for-bitwarden-server"),
+    ("NetworkPolicy", "allow-main-controller-egress-to-bitwarden-server"),
+}
+
+
+def render(**fields: Any) -> DesiredState:
+    return render_operand(EffectiveConfig(**fields))
+
+
+def names(state: DesiredState) -> set[tuple[str, str]]:
+    return {(obj["kind"], obj["metadata"]["name"]) for obj in state.objects()}
+
+
+def find(state: DesiredState, kind: str, name: str) -> dict[str, Any]:
+    matches = [obj for obj in state.objects()
+               if obj["kind"] == kind and obj["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} objects"
+    return matches[0]
+
+
+def deployments(state: DesiredState) -> list[dict[str, Any]]:
+    return [obj for obj in state.objects() if obj["kind"] == "Deployment"]
+
+
+def containers(state: DesiredState) -> list[dict[str, Any]]:
+    return [container for deployment in deployments(state)
+            for key in ("containers", "initContainers")
+            for container in deployment["spec"]["template"]["spec"].get(key, [])]
+
+
+def args(state: DesiredState, deployment: str) -> list[str]:
+    spec = find(state, "Deployment", deployment)["spec"]["template"]["spec"]
+    result: list[str] = spec["containers"][0]["args"]
+    return result
+
+
+# --- the default installation ---------------------------------------------------------------
+
+
+def test_the_default_installation_has_the_documented_objects_in_apply_order() -> None:
+    state = render()
+    assert list(state.components) == ["namespace", "controller", "webhook", "cert-controller",
+                                      "network-policy"]
+    assert names(state) == {
+        ("Namespace", "external-secrets"),
+        ("ServiceAccount", "external-secrets"), ("ServiceAccount", "external-secrets-webhook"),
+        ("ClusterRole", "external-secrets-controller"), ("ClusterRole", "external-secrets-view"),
+        ("ClusterRole", "external-secrets-edit"),
+        ("ClusterRole", "external-secrets-servicebindings"),
+        ("ClusterRoleBinding", "external-secrets-controller"),
+        ("Role", "external-secrets-leaderelection"),
+        ("RoleBinding", "external-secrets-leaderelection"),
+        ("Service", "external-secrets-metrics"), ("Service", "external-secrets-webhook"),
+        ("Deployment", "external-secrets"), ("Deployment", "external-secrets-webhook"),
+        ("NetworkPolicy", "allow-api-server-egress-for-main-controller"),
+        ("NetworkPolicy", "allow-api-server-egress-for-webhook"),
+        ("NetworkPolicy", "deny-all-traffic"), ("NetworkPolicy", "allow-to-dns"),
+        ("ValidatingWebhookConfiguration", "externalsecret-validate"),
+        ("ValidatingWebhookConfiguration", "secretstore-validate"),
+    } | CERT_CONTROLLER_OBJECTS
+    ranks = [APPLY_ORDER.index(obj["kind"]) for obj in state.objects()]
+    assert ranks == sorted(ranks)
+
+
+def test_kinds_lists_every_kind_a_template_can_produce_even_when_not_rendered() -> None:
+    kinds = render().kinds()
+    assert ("cert-manager.io/v1", "Certificate") in kinds
+    assert ("v1", "ConfigMap") in kinds
+    assert set(kinds) == template_kinds()
+    assert [kind for _, kind in kinds] == [kind for kind in APPLY_ORDER
+                                           if kind in {k for _, k in kinds}]
+
+
+def test_the_standard_labels_name_the_component_and_its_version() -> None:
+    state = render(bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw"),
+                   images=BITWARDEN_IMAGES, versions=Versions(external_secrets="v9",
+                                                              bitwarden_sdk_server="v8"))
+    webhook = find(state, "Deployment", "external-secrets-webhook")
+    expected = {
+        "app": "external-secrets",
+        "app.kubernetes.io/name": "external-secrets-webhook",
+        "app.kubernetes.io/instance": "external-secrets",
+        "app.kubernetes.io/version": "v9",
+        "app.kubernetes.io/managed-by": "external-secrets-operator",
+        "app.kubernetes.io/part-of": "external-secrets-operator",
+    }
+    assert webhook["metadata"]["labels"] == expected
+    assert webhook["spec"]["template"]["metadata"]["labels"] == expected
+    bitwarden = find(state, "Deployment", "bitwarden-sdk-server")
+    assert bitwarden["metadata"]["labels"]["app.kubernetes.io/version"] == "v8"
+    assert bitwarden["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == \
+        "bitwarden-sdk-server"
+
+
+def test_user_labels_land_under_the_standard_ones_on_objects_and_pods() -> None:
+    state = render(labels={"team": "a", "app.kubernetes.io/name": "user-tries"})
+    for obj in state.objects():
+        assert obj["metadata"]["labels"]["team"] == "a"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/name"] != "user-tries"
+    for deployment in deployments(state):
+        assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "a"
+        assert "team" not in deployment["spec"]["selector"]["matchLabels"]
+
+
+# --- log level, operating namespace, webhook --------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5])
+def test_log_level_reaches_every_operand_container(level: int) -> None:
+    state = render(log_level=level)
+    for deployment in ("external-secrets", "external-secrets-webhook",
+                       "external-secrets-cert-controller"):
+        assert f"--loglevel={OPERAND_LOG_LEVELS[level]}" in args(state, deployment)
+
+
+def test_the_log_level_mapping_is_monotonic_more_is_more_verbose() -> None:
+    verbosity = ["error", "warn", "info", "debug"]
+    ranks = [verbosity.index(OPERAND_LOG_LEVELS[level]) for level in range(1, 6)]
+    assert ranks == sorted(ranks)
+    assert OPERAND_LOG_LEVELS[1] == "error"
+    assert OPERAND_LOG_LEVELS[5] == "debug"
+
+
+def test_operating_namespace_narrows_the_controller_and_disables_cluster_reconcilers() -> None:
+    narrowed = args(render(operating_namespace="team-a"), "external-secrets")
+    assert "--namespace=team-a" in narrowed
+    assert "--enable-cluster-store-reconciler=false" in narrowed
+    assert "--enable-cluster-external-secret-reconciler=false" in narrowed
+    assert "--enable-cluster-push-secret-reconciler=false" in narrowed
+    everywhere = args(render(), "external-secrets")
+    assert not [arg for arg in everywhere if arg.startswith("--namespace")]
+    assert "--enable-cluster-store-reconciler=true" in everywhere
+    assert "--enable-cluster-external-secret-reconciler=true" in everywhere
+
+
+def test_the_check_interval_and_namespace_reach_the_webhook_and_cert_controller() -> None:
+    state = render(namespace="eso", webhook_check_interval="10m0s")
+    webhook = args(state, "external-secrets-webhook")
+    assert "--check-interval=10m0s" in webhook
+    assert "--dns-name=external-secrets-webhook.eso.svc" in webhook
+    cert_controller = args(state, "external-secrets-cert-controller")
+    assert "--service-namespace=eso" in cert_controller
+    assert "--secret-namespace=eso" in cert_controller
+    for name in ("externalsecret-validate", "secretstore-validate"):
+        for hook in find(state, "ValidatingWebhookConfiguration", name)["webhooks"]:
+            assert hook["clientConfig"]["service"] == {
+                "name": "external-secrets-webhook", "namespace": "eso",
+                "path": hook["clientConfig"]["service"]["path"]}
+    subjects = find(state, "ClusterRoleBinding", "external-secrets-controller")["subjects"]
+    assert subjects == [{"kind": "ServiceAccount", "name": "external-secrets",
+                         "namespace": "eso"}]
+
+
+# --- cert-manager ---------------------------------------------------------------------------
+
+
+def test_cert_manager_replaces_the_cert_controller_with_a_certificate() -> None:
+    state = render(namespace="eso", cert_manager=CERT_MANAGER)
+    assert not names(state) & CERT_CONTROLLER_OBJECTS
+    assert "cert-controller" not in state.components
+    certificate = find(state, "Certificate", "external-secrets-webhook")
+    assert certificate["spec"] == {
+        "commonName": "external-secrets-webhook",
+        "dnsNames": ["external-secrets-webhook", "external-secrets-webhook.eso",
+                     "external-secrets-webhook.eso.svc"],
+        "issuerRef": {"name": "ca", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+        "duration": "8760h0m0s",
+        "renewBefore": "30m0s",
+        "secretName": "external-secrets-webhook-cm",
+    }
+    volumes = find(state, "Deployment", "external-secrets-webhook")["spec"]["template"][
+        "spec"]["volumes"]
+    assert volumes == [{"name": "certs", "secret": {"secretName": "external-secrets-webhook-cm"}}]
+
+
+def test_injector_annotations_go_on_both_webhook_configurations_only_when_asked() -> None:
+    injected = render(namespace="eso", cert_manager=CERT_MANAGER.model_copy(
+        update={"add_injector_annotations": True}))
+    plain = render(cert_manager=CERT_MANAGER)
+    for name in ("externalsecret-validate", "secretstore-validate"):
+        assert find(injected, "ValidatingWebhookConfiguration", name)["metadata"][
+            "annotations"] == {"cert-manager.io/inject-ca-from": "eso/external-secrets-webhook"}
+        assert "annotations" not in find(plain, "ValidatingWebhookConfiguration",
+                                         name)["metadata"]
+
+
+def test_the_built_in_cert_controller_serves_the_webhook_from_its_secret() -> None:
+    state = render()
+    volumes = find(state, "Deployment", "external-secrets-webhook")["spec"]["template"][
+        "spec"]["volumes"]
+    assert volumes == [{"name": "certs", "secret": {"secretName": "external-secrets-webhook"}}]
+    secret = find(state, "Secret", "external-secrets-webhook")
+    assert "data" not in secret
+    assert secret["metadata"]["labels"]["external-secrets.io/component"] == "webhook"
+    assert "Certificate" not in {kind for kind, _ in names(state)}
+
+
+# --- bitwarden ------------------------------------------------------------------------------
+
+
+def test_bitwarden_brings_its_objects_and_mounts_the_secret_ref() -> None:
+    state = render(bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw-tls"),
+                   images=BITWARDEN_IMAGES)
+    assert names(state) >= BITWARDEN_OBJECTS
+    assert ("Certificate", "bitwarden-tls-certs") not in names(state)
+    pod = find(state, "Deployment", "bitwarden-sdk-server")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "example.com/bitwarden:1"
+    assert pod["volumes"][0]["secret"]["secretName"] == "bw-tls"
+    assert not BITWARDEN_OBJECTS & names(render())
+
+
+def test_bitwarden_without_secret_ref_gets_its_certificate_from_cert_manager() -> None:
+    state = render(namespace="eso", cert_manager=CERT_MANAGER, images=BITWARDEN_IMAGES,
+                   bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bitwarden-tls-certs",
+                                               issue_certificate=True))
+    certificate = find(state, "Certificate", "bitwarden-tls-certs")
+    assert certificate["spec"]["secretName"] == "bitwarden-tls-certs"
+    assert certificate["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+    assert "bitwarden-sdk-server.eso.svc.cluster.local" in certificate["spec"]["dnsNames"]
+    pod = find(state, "Deployment", "bitwarden-sdk-server")["spec"]["template"]["spec"]
+    assert pod["volumes"][0]["secret"]["secretName"] == "bitwarden-tls-certs"
+
+
+# --- proxy ----------------------------------------------------------------------------------
+
+
+def test_a_proxy_reaches_every_container_with_the_trusted_ca_bundle() -> None:
+    state = render(bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw"),
+                   images=BITWARDEN_IMAGES,
+                   proxy=ProxySettings(http_proxy="http://p:1", no_proxy=".svc"))
+    expected_env = [{"name": "HTTP_PROXY", "value": "http://p:1"},
+                    {"name": "NO_PROXY", "value": ".svc"},
+                    {"name": "http_proxy", "value": "http://p:1"},
+                    {"name": "no_proxy", "value": ".svc"}]
+    assert len(containers(state)) == 4
+    for container in containers(state):
+        assert container["env"] == expected_env
+        assert {"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
+                "readOnly": True} in container["volumeMounts"]
+    for deployment in deployments(state):
+        assert {"name": "trusted-ca-bundle",
+                "configMap": {"name": "external-secrets-trusted-ca-bundle"}} in \
+            deployment["spec"]["template"]["spec"]["volumes"]
+    configmap = find(state, "ConfigMap", "external-secrets-trusted-ca-bundle")
+    assert configmap["metadata"]["labels"]["config.openshift.io/inject-trusted-cabundle"] == \
+        "true"
+    assert "data" not in configmap
+
+
+def test_all_six_proxy_variables_are_set_when_all_values_are() -> None:
+    state = render(proxy=ProxySettings(http_proxy="h", https_proxy="s", no_proxy="n"))
+    for container in containers(state):
+        assert [variable["name"] for variable in container["env"]] == [
+            "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"]
+
+
+def test_without_a_proxy_nothing_of_it_is_rendered() -> None:
+    state = render()
+    assert "proxy-ca" not in state.components
+    for container in containers(state):
+        assert "env" not in container
+        assert all(mount["name"] != "trusted-ca-bundle"
+                   for mount in container.get("volumeMounts", []))
+    for deployment in deployments(state):
+        assert all(volume["name"] != "trusted-ca-bundle"
+                   for volume in deployment["spec"]["template"]["spec"].get("volumes", []))
+
+
+# --- scheduling, resources, security, images -------------------------------------------------
+
+
+def test_resources_and_scheduling_reach_every_deployment() -> None:
+    resources = {"requests": {"cpu": "10m"}, "limits": {"memory": "1Gi"}}
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]}]}}]}}
+    tolerations = [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}]
+    state = render(resources=resources, affinity=affinity, tolerations=tolerations,
+                   node_selector={"disk": "ssd"}, cert_manager=CERT_MANAGER,
+                   bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw"),
+                   images=BITWARDEN_IMAGES)
+    assert len(deployments(state)) == 3
+    for deployment in deployments(state):
+        pod = deployment["spec"]["template"]["spec"]
+        assert (pod["affinity"], pod["tolerations"], pod["nodeSelector"]) == (
+            affinity, tolerations, {"disk": "ssd"})
+    for container in containers(state):
+        assert container["resources"] == resources
+
+
+def test_every_container_runs_restricted_and_without_a_fixed_user() -> None:
+    for container in containers(render(proxy=ProxySettings(http_proxy="h"))):
+        assert container["securityContext"] == RESTRICTED_CONTAINER_SECURITY_CONTEXT
+        assert "runAsUser" not in container["securityContext"]
+
+
+def test_images_come_from_the_config() -> None:
+    state = render(images=Images(external_secrets="mirror/eso@sha256:abc"))
+    assert {container["image"] for container in containers(state)} == {"mirror/eso@sha256:abc"}
+
+
+def test_a_spec_renders_through_effective_config() -> None:
+    spec = ExternalSecretsConfigSpec.model_validate(
+        {"appConfig": {"logLevel": 4, "operatingNamespace": "apps"}})
+    state = render_operand(effective_config(spec, None, OperatorEnvironment()))
+    assert "--loglevel=debug" in args(state, "external-secrets")
+    assert "--namespace=apps" in args(state, "external-secrets")
+
+
+# --- template rules -------------------------------------------------------------------------
+
+
+def test_a_template_cannot_print_a_value_without_tojson() -> None:
+    with pytest.raises(TemplateError, match="tojson"):
+        environment().from_string("name: {{ name }}").render(name="x")
+    with pytest.raises(TemplateError, match="tojson"):
+        environment().from_string("name: {{ 'x' }}").render()
+    assert environment().from_string("name: {{ name | tojson }}").render(name="x") == \
+        'name: "x"'
+
+
+def test_undefined_template_values_are_errors() -> None:
+    with pytest.raises(Exception, match="undefined"):
+        environment().from_string("name: {{ missing | tojson }}").render()
+
+
+@pytest.mark.parametrize("component", ["namespace", "controller", "webhook", "cert-controller",
+                                       "webhook-certificate", "bitwarden",
+                                       "bitwarden-certificate", "network-policy", "proxy-ca"])
+def test_every_template_renders_one_object_of_its_declared_kind(component: str) -> None:
+    config = EffectiveConfig(cert_manager=CERT_MANAGER, images=BITWARDEN_IMAGES,
+                             bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw",
+                                                         issue_certificate=True),
+                             proxy=ProxySettings(http_proxy="h"))
+    for name in component_templates(component):
+        obj = render_template(name, template_context(config, component))
+        assert (obj["apiVersion"], obj["kind"]) in template_kinds()
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == \
+            "external-secrets-operator"
