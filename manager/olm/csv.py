@@ -1,0 +1,183 @@
+"""The ClusterServiceVersion: how OLM installs, describes and upgrades the operator."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from manager.olm import descriptors, identity, samples
+from manager.olm.crds import Crd
+from manager.olm.descriptors import OwnedKind
+from manager.olm.rbac import OperatorPermissions
+
+_ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
+
+# OpenShift's feature annotations (what the console's filters show).
+_FEATURES = {
+    "disconnected": "false",   # relatedImages are tags, not digests
+    "fips-compliant": "false",
+    "proxy-aware": "true",     # OLM's HTTP(S)_PROXY/NO_PROXY reach the operand containers
+    "tls-profiles": "false",
+    "token-auth-aws": "false",
+    "token-auth-azure": "false",
+    "token-auth-gcp": "false",
+    "cnf": "false",
+    "cni": "false",
+    "csi": "false",
+}
+
+_DESCRIPTION = """\
+The External Secrets Operator installs and runs [external-secrets](https://external-secrets.io),
+which keeps Kubernetes Secrets in sync with external secret managers (AWS Secrets Manager,
+HashiCorp Vault, Google Secret Manager, Azure Key Vault, Bitwarden and many more).
+
+## Getting started
+
+Create the singleton `ExternalSecretsConfig` named `cluster`:
+
+```yaml
+apiVersion: operator.openshift.io/v1alpha1
+kind: ExternalSecretsConfig
+metadata:
+  name: cluster
+spec: {}
+```
+
+The operator then deploys the external-secrets controller, its webhook and the certificate
+controller (or cert-manager certificates, with `spec.appConfig.certManagerConfig`) into the
+`external-secrets` namespace, and optionally bitwarden-sdk-server. The `ExternalSecretsManager`
+named `cluster`, created by the operator, holds defaults for everything it deploys (labels,
+proxy, log level, scheduling, resources) and shows the status of its controllers.
+
+## Uninstalling
+
+Deleting the `ExternalSecretsConfig` stops management and leaves the operand running.
+`python -m manager uninstall --operand` lists, and when confirmed deletes, every object the
+operator created.
+"""
+
+_UNINSTALL_MESSAGE = (
+    "The external-secrets operand keeps running after the operator is removed. To remove it, "
+    "delete the ExternalSecretsConfig and then the objects labelled "
+    "app.kubernetes.io/managed-by=external-secrets-operator (or run "
+    "`python -m manager uninstall --operand`)."
+)
+
+# A padlock, drawn for this project.
+_ICON_SVG = """\
+<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">\
+<rect width="64" height="64" rx="12" fill="#1f4e79"/>\
+<path d="M22 28v-6a10 10 0 0 1 20 0v6" fill="none" stroke="#fff" stroke-width="5"/>\
+<rect x="16" y="28" width="32" height="24" rx="4" fill="#fff"/>\
+<circle cx="32" cy="38" r="4" fill="#1f4e79"/>\
+<rect x="30" y="40" width="4" height="7" fill="#1f4e79"/>\
+</svg>"""
+
+
+def owned_entry(crd: Crd, kind: OwnedKind) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": crd.name,
+        "version": crd.version("storage")["name"],
+        "kind": crd.kind,
+        "displayName": kind.display_name,
+        "description": kind.description,
+    }
+    if kind.resources:
+        entry["resources"] = [{"kind": k, "version": v} for k, v in kind.resources]
+    if kind.spec:
+        entry["specDescriptors"] = [d.to_csv() for d in kind.spec]
+    if kind.status:
+        entry["statusDescriptors"] = [d.to_csv() for d in kind.status]
+    return entry
+
+
+def owned_kinds(own: Sequence[Crd], operand: Sequence[Crd]) -> list[tuple[Crd, OwnedKind]]:
+    ours = {"ExternalSecretsConfig": descriptors.EXTERNAL_SECRETS_CONFIG,
+            "ExternalSecretsManager": descriptors.EXTERNAL_SECRETS_MANAGER}
+    pairs = []
+    for crd in own:
+        if crd.kind not in ours:
+            raise ValueError(f"no CSV description for our CRD {crd.name}")
+        pairs.append((crd, ours[crd.kind]))
+    for crd in operand:
+        pairs.append((crd, descriptors.operand_kind(
+            crd.kind, crd.schema.get("description", ""), crd.group)))
+    return pairs
+
+
+def _annotations(image: str) -> dict[str, str]:
+    annotations = {
+        "alm-examples": json.dumps(samples.alm_examples(), indent=2),
+        "capabilities": "Basic Install",
+        "categories": "Security",
+        "containerImage": image,
+        "description": "Installs and manages external-secrets, which syncs Kubernetes Secrets "
+        "with external secret managers.",
+        "olm.skipRange": identity.SKIP_RANGE,
+        "operatorframework.io/suggested-namespace": identity.NAMESPACE,
+        # Bookkeeping objects of the operand's controller: hidden from the console.
+        "operators.operatorframework.io/internal-objects": json.dumps(
+            ["generatorstates.generators.external-secrets.io"]),
+        "operators.operatorframework.io/builder": "external-secrets-operator-bundle",
+        "console.openshift.io/disable-operand-delete": "true",
+        "operator.openshift.io/uninstall-message": _UNINSTALL_MESSAGE,
+    }
+    annotations.update({f"features.operators.openshift.io/{name}": value
+                        for name, value in _FEATURES.items()})
+    return annotations
+
+
+def _install(deployment: dict[str, Any], permissions: OperatorPermissions) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if permissions.cluster_rules:
+        spec["clusterPermissions"] = [{"serviceAccountName": identity.SERVICE_ACCOUNT,
+                                       "rules": permissions.cluster_rules}]
+    if permissions.namespace_rules:
+        spec["permissions"] = [{"serviceAccountName": identity.SERVICE_ACCOUNT,
+                                "rules": permissions.namespace_rules}]
+    spec["deployments"] = [{"name": deployment["metadata"]["name"],
+                            "label": deployment["metadata"]["labels"],
+                            "spec": deployment["spec"]}]
+    return {"strategy": "deployment", "spec": spec}
+
+
+def cluster_service_version(*, deployment: dict[str, Any], permissions: OperatorPermissions,
+                            owned: Sequence[tuple[Crd, OwnedKind]],
+                            image: str) -> dict[str, Any]:
+    labels = {f"operatorframework.io/arch.{arch}": "supported" for arch in _ARCHITECTURES}
+    labels["operatorframework.io/os.linux"] = "supported"
+    return {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": identity.CSV_NAME, "annotations": _annotations(image),
+                     "labels": labels},
+        "spec": {
+            "displayName": "External Secrets Operator",
+            "description": _DESCRIPTION,
+            "version": identity.OPERATOR_VERSION,
+            "maturity": "alpha",
+            "minKubeVersion": identity.MIN_KUBE_VERSION,
+            "keywords": ["security", "secrets", "external-secrets", "external-secrets-operator"],
+            "provider": {"name": "external-secrets-operator project"},
+            "maintainers": [{"name": "external-secrets-operator maintainers",
+                             "email": "maintainers@external-secrets-operator.invalid"}],
+            "links": [{"name": "external-secrets documentation",
+                       "url": "https://external-secrets.io"}],
+            "icon": [{"base64data": base64.b64encode(_ICON_SVG.encode()).decode(),
+                      "mediatype": "image/svg+xml"}],
+            "installModes": [
+                {"type": mode, "supported": mode == "AllNamespaces"}
+                for mode in ("OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces")
+            ],
+            "install": _install(deployment, permissions),
+            "customresourcedefinitions": {
+                "owned": [owned_entry(crd, kind) for crd, kind in owned],
+            },
+            "relatedImages": [
+                *({"name": name, "image": ref} for name, ref in identity.RELATED_IMAGES),
+                {"name": identity.PACKAGE, "image": image},
+            ],
+        },
+    }

@@ -1,0 +1,41 @@
+"""Names and versions that identify the operator to OLM and to the cluster."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from manager import __version__, constants, versions
+
+PACKAGE: Final = constants.OPERATOR_NAME
+OPERATOR_VERSION: Final = __version__
+CSV_NAME: Final = f"{PACKAGE}.v{OPERATOR_VERSION}"
+# "stable" prefix per OLM's channel naming convention; -v0 keeps 0.x releases apart from
+# a future 1.x line.
+CHANNELS: Final = ("stable-v0",)
+DEFAULT_CHANNEL: Final = "stable-v0"
+# Every earlier release upgrades straight to this one.
+SKIP_RANGE: Final = f"<{OPERATOR_VERSION}"
+# The CRDs use CEL transition rules and messageExpression; the Go operator this replaces
+# declared the same floor.
+MIN_KUBE_VERSION: Final = "1.31.0"
+
+NAMESPACE: Final = constants.OPERATOR_NAMESPACE
+# The name the Go operator used, so RBAC audits and runbooks keep working.
+SERVICE_ACCOUNT: Final = f"{constants.OPERATOR_NAME}-controller-manager"
+DEPLOYMENT: Final = f"{constants.OPERATOR_NAME}-controller-manager"
+CONTAINER: Final = "manager"
+APP_LABEL: Final = constants.OPERATOR_NAME
+
+# Where release builds push the image (`make image IMG=...` overrides it for other builds).
+OPERATOR_IMAGE_REPOSITORY: Final = "quay.io/external-secrets-operator/external-secrets-operator"
+OPERATOR_IMAGE: Final = f"{OPERATOR_IMAGE_REPOSITORY}:v{OPERATOR_VERSION}"
+
+# kopf's health endpoint (`kopf run --liveness=...`), which `python -m manager run` serves.
+HEALTH_PORT: Final = 8080
+HEALTH_PATH: Final = "/healthz"
+
+# relatedImages: every image the operator can deploy, for mirroring in disconnected clusters.
+RELATED_IMAGES: Final = (
+    ("external-secrets", versions.EXTERNAL_SECRETS_IMAGE),
+    ("bitwarden-sdk-server", versions.BITWARDEN_SDK_SERVER_IMAGE),
+)

@@ -1,0 +1,132 @@
+"""The operator's own Namespace, ServiceAccount and Deployment.
+
+Images and versions come from manager/versions.py and the package version, so the one pin
+there reaches the Deployment's environment, the CSV's relatedImages and the operand labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from manager import versions
+from manager.olm import identity
+
+# Pod Security admission: the operator's namespace admits only restricted pods.
+_POD_SECURITY = {
+    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")
+}
+
+
+def common_labels() -> dict[str, str]:
+    return {
+        "app": identity.APP_LABEL,
+        "app.kubernetes.io/name": identity.APP_LABEL,
+        "app.kubernetes.io/part-of": identity.PACKAGE,
+        "app.kubernetes.io/version": identity.OPERATOR_VERSION,
+    }
+
+
+def namespace() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": identity.NAMESPACE, "labels": {**common_labels(), **_POD_SECURITY}},
+    }
+
+
+def service_account() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": identity.SERVICE_ACCOUNT, "namespace": identity.NAMESPACE,
+                     "labels": common_labels()},
+    }
+
+
+def environment() -> list[dict[str, Any]]:
+    """What the operator reads at start-up (manager.config.OperatorEnvironment).
+
+    OLM adds HTTP_PROXY, HTTPS_PROXY and NO_PROXY on proxied clusters.
+    """
+    plain = {
+        "RELATED_IMAGE_EXTERNAL_SECRETS": versions.EXTERNAL_SECRETS_IMAGE,
+        "RELATED_IMAGE_BITWARDEN_SDK_SERVER": versions.BITWARDEN_SDK_SERVER_IMAGE,
+        "OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION": versions.EXTERNAL_SECRETS_VERSION,
+        "BITWARDEN_SDK_SERVER_IMAGE_VERSION": versions.BITWARDEN_SDK_SERVER_VERSION,
+        "OPERATOR_IMAGE_VERSION": identity.OPERATOR_VERSION,
+    }
+    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in plain.items()]
+    env.append({"name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
+    return env
+
+
+def _probe(initial_delay: int, period: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": identity.HEALTH_PATH, "port": "health"},
+        "initialDelaySeconds": initial_delay,
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
+
+
+def _container(image: str) -> dict[str, Any]:
+    return {
+        "name": identity.CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # The image's entrypoint is `python -m manager`.
+        "args": ["run", f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}{identity.HEALTH_PATH}"],
+        "env": environment(),
+        "ports": [{"name": "health", "containerPort": identity.HEALTH_PORT, "protocol": "TCP"}],
+        "livenessProbe": _probe(initial_delay=15, period=20),
+        "readinessProbe": _probe(initial_delay=5, period=10),
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "limits": {"cpu": "500m", "memory": "512Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        # The root filesystem is read-only; Python and aiohttp may still want a scratch dir.
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108
+    }
+
+
+def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
+    """One replica, replaced (not rolled): two operators must never reconcile at once."""
+    selector = {"app": identity.APP_LABEL}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": identity.DEPLOYMENT, "namespace": identity.NAMESPACE,
+                     "labels": common_labels()},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {
+                    "labels": common_labels(),
+                    "annotations": {"kubectl.kubernetes.io/default-container": identity.CONTAINER},
+                },
+                "spec": {
+                    "serviceAccountName": identity.SERVICE_ACCOUNT,
+                    # No run-as UID: OpenShift's restricted SCC assigns one; the image's USER
+                    # is numeric, so runAsNonRoot can be verified anywhere.
+                    "securityContext": {"runAsNonRoot": True,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [_container(image)],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }

@@ -1,0 +1,88 @@
+"""The CRDs that hack/fetch-crds.sh takes from the pinned modules install into a real API server.
+
+OLM installs the operand CRDs from the bundle, and tests install cert-manager's, so every
+one of them must be accepted by kube-apiserver as it is and become Established.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import Cluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FETCH_SCRIPT = REPO_ROOT / "hack" / "fetch-crds.sh"
+
+# The operand kinds the operator's own objects refer to (webhooks, RBAC, samples).
+OPERAND_KINDS = {
+    "ExternalSecret", "SecretStore", "ClusterSecretStore", "ClusterExternalSecret",
+    "PushSecret", "ClusterPushSecret", "GeneratorState", "ClusterGenerator", "Password",
+}
+OPERAND_GROUPS = {"external-secrets.io", "generators.external-secrets.io"}
+CERT_MANAGER_KINDS = {"Certificate", "Issuer", "ClusterIssuer"}
+
+
+@pytest.fixture(scope="module")
+def crd_dir() -> Path:
+    result = subprocess.run(["bash", str(FETCH_SCRIPT)], stdout=subprocess.PIPE, text=True,
+                            check=True, timeout=600)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _crds(directory: Path) -> list[dict[str, object]]:
+    documents = [yaml.safe_load(path.read_text()) for path in sorted(directory.glob("*.yaml"))]
+    assert documents, f"no CRDs in {directory}"
+    return documents
+
+
+def _kinds(crds: list[dict[str, object]]) -> set[str]:
+    return {crd["spec"]["names"]["kind"] for crd in crds}  # type: ignore[index]
+
+
+def test_operand_crds_are_complete_and_exclude_test_only_generators(crd_dir: Path) -> None:
+    crds = _crds(crd_dir / "external-secrets")
+    kinds = _kinds(crds)
+    assert kinds >= OPERAND_KINDS
+    assert "Fake" not in kinds
+    assert {crd["spec"]["group"] for crd in crds} == OPERAND_GROUPS  # type: ignore[index]
+
+
+def test_cert_manager_crds_include_the_issuer_and_certificate_kinds(crd_dir: Path) -> None:
+    assert _kinds(_crds(crd_dir / "cert-manager")) >= CERT_MANAGER_KINDS
+
+
+def test_cache_is_reused(crd_dir: Path) -> None:
+    marker = crd_dir / ".complete"
+    before = marker.stat().st_mtime_ns
+    again = subprocess.run(["bash", str(FETCH_SCRIPT)], stdout=subprocess.PIPE, text=True,
+                           check=True, timeout=60).stdout.strip()
+    assert Path(again) == crd_dir
+    assert marker.stat().st_mtime_ns == before
+
+
+def test_every_fetched_crd_installs_and_becomes_established(cluster: Cluster,
+                                                           crd_dir: Path) -> None:
+    files = sorted(crd_dir.glob("*/*.yaml"))
+    names = [yaml.safe_load(path.read_text())["metadata"]["name"] for path in files]
+    # Server-side: several of these CRDs are larger than the client-side apply annotation limit.
+    cluster.kubectl("apply", "--server-side", "--force-conflicts",
+                    "--field-manager=crd-install-test", *(f"--filename={path}" for path in files))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=120s",
+                    *(f"customresourcedefinition/{name}" for name in names))
+
+    listed = json.loads(cluster.kubectl("get", "customresourcedefinitions", "-o", "json").stdout)
+    by_name = {item["metadata"]["name"]: item for item in listed["items"]}
+    for name in names:
+        conditions = {c["type"]: c["status"] for c in by_name[name]["status"]["conditions"]}
+        assert conditions.get("Established") == "True", name
+        assert conditions.get("NamesAccepted") == "True", name
+    # Each kind is served: listing it succeeds instead of "the server doesn't have a
+    # resource type".
+    for name in names:
+        result = cluster.kubectl("get", name, "--all-namespaces", "-o", "name", check=False)
+        assert result.returncode == 0, f"{name}: {result.stderr}"

@@ -1,0 +1,135 @@
+"""Pure parts of the OLM packaging: RBAC to CSV permissions, names, YAML output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manager import versions
+from manager.olm import bundle, descriptors, identity, operator_manifests, rbac, yamlfile
+
+SA = identity.SERVICE_ACCOUNT
+
+
+def _role(kind: str, name: str, *resources: str, namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": list(resources)}]}
+
+
+def _binding(kind: str, name: str, role_kind: str, role: str, *, subject: str = SA,
+             namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+            "roleRef": {"apiGroup": rbac.RBAC_GROUP, "kind": role_kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": subject,
+                          "namespace": identity.NAMESPACE}]}
+
+
+def test_bindings_decide_cluster_and_namespace_permissions() -> None:
+    objects = [
+        _role("ClusterRole", "operator", "secrets"),
+        _binding("ClusterRoleBinding", "operator", "ClusterRole", "operator"),
+        _role("Role", "events", "events", namespace=identity.NAMESPACE),
+        _binding("RoleBinding", "events", "Role", "events", namespace=identity.NAMESPACE),
+        _role("ClusterRole", "users-view", "configmaps"),
+    ]
+    permissions = rbac.from_objects(objects, SA)
+    assert permissions.cluster_rules == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]
+    assert permissions.namespace_rules == [
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]}]
+    # A ClusterRole nobody grants to the operator ships as an object of its own.
+    assert [role["metadata"]["name"] for role in permissions.other_objects] == ["users-view"]
+
+
+def test_bindings_of_other_subjects_grant_nothing() -> None:
+    objects = [_role("ClusterRole", "operator", "secrets"),
+               _binding("ClusterRoleBinding", "operator", "ClusterRole", "operator",
+                        subject="someone-else")]
+    with pytest.raises(rbac.RbacError, match="no binding grants"):
+        rbac.from_objects(objects, SA)
+
+
+def test_binding_to_an_undefined_role_is_an_error() -> None:
+    objects = [_binding("ClusterRoleBinding", "operator", "ClusterRole", "missing")]
+    with pytest.raises(rbac.RbacError, match="does not define"):
+        rbac.from_objects(objects, SA)
+
+
+def test_role_binding_outside_the_operator_namespace_is_rejected() -> None:
+    objects = [_role("Role", "leases", "leases", namespace="elsewhere"),
+               _binding("RoleBinding", "leases", "Role", "leases", namespace="elsewhere")]
+    with pytest.raises(rbac.RbacError, match="only in the operator's namespace"):
+        rbac.from_objects(objects, SA)
+
+
+def test_missing_rbac_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(rbac.RbacError, match=r"rbac\.yaml does not exist"):
+        rbac.load(tmp_path / "rbac.yaml")
+
+
+def test_duplicate_rules_are_listed_once() -> None:
+    objects = [_role("ClusterRole", "a", "secrets"), _role("ClusterRole", "b", "secrets"),
+               _binding("ClusterRoleBinding", "a", "ClusterRole", "a"),
+               _binding("ClusterRoleBinding", "b", "ClusterRole", "b")]
+    assert len(rbac.from_objects(objects, SA).cluster_rules) == 1
+
+
+@pytest.mark.parametrize(("kind", "expected"), [
+    ("ACRAccessToken", "ACR Access Token"),
+    ("SSHKey", "SSH Key"),
+    ("MFA", "MFA"),
+    ("ExternalSecret", "External Secret"),
+    ("STSSessionToken", "STS Session Token"),
+])
+def test_display_names_split_kinds_into_words(kind: str, expected: str) -> None:
+    assert descriptors.display_name(kind) == expected
+
+
+def test_unknown_operand_kind_falls_back_to_its_schema_description() -> None:
+    owned = descriptors.operand_kind("NewThing", "NewThing makes things. It is new.", "g.io")
+    assert owned.description == "NewThing makes things."
+    assert owned.display_name == "New Thing"
+
+
+def test_deployment_environment_carries_the_pins() -> None:
+    env = {item["name"]: item.get("value") for item in operator_manifests.environment()}
+    assert env["RELATED_IMAGE_EXTERNAL_SECRETS"] == versions.EXTERNAL_SECRETS_IMAGE
+    assert env["RELATED_IMAGE_BITWARDEN_SDK_SERVER"] == versions.BITWARDEN_SDK_SERVER_IMAGE
+    assert env["OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION"] == versions.EXTERNAL_SECRETS_VERSION
+    assert env["BITWARDEN_SDK_SERVER_IMAGE_VERSION"] == versions.BITWARDEN_SDK_SERVER_VERSION
+    assert env["OPERATOR_IMAGE_VERSION"] == identity.OPERATOR_VERSION
+    assert env["POD_NAMESPACE"] is None  # from the downward API, not a literal
+
+
+def test_deployment_probes_hit_the_port_kopf_serves() -> None:
+    container = operator_manifests.deployment("img")["spec"]["template"]["spec"]["containers"][0]
+    liveness = next(arg for arg in container["args"] if arg.startswith("--liveness="))
+    assert liveness.endswith(f":{identity.HEALTH_PORT}{identity.HEALTH_PATH}")
+    port = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["path"] == identity.HEALTH_PATH
+        assert port[container[probe]["httpGet"]["port"]] == identity.HEALTH_PORT
+
+
+def test_dockerfile_labels_repeat_the_bundle_annotations() -> None:
+    dockerfile = bundle.bundle_dockerfile()
+    for key, value in bundle.bundle_annotations().items():
+        assert f"LABEL {key}={value}\n" in dockerfile
+    assert identity.DEFAULT_CHANNEL in identity.CHANNELS
+
+
+def test_yaml_output_round_trips_and_keeps_multiline_text_as_blocks() -> None:
+    document = {"b": 1, "a": ["x", {"text": "line one\nline two\n"}], "empty": {}}
+    text = yamlfile.dump(document, "header line")
+    assert text.startswith("# header line\n")
+    assert "text: |" in text
+    assert yamlfile.load(text) == document
+    assert list(yamlfile.load(text)) == ["b", "a", "empty"]  # insertion order, not sorted
