@@ -1,0 +1,91 @@
+"""Deletion of managed objects that are no longer desired.
+
+Safety rules, each enforced here and not left to callers:
+- objects are found by the server-side label selector
+  `app.kubernetes.io/managed-by=external-secrets-operator`; namespaced kinds only in the
+  operand namespace, cluster-scoped kinds cluster-wide;
+- an object is deleted only if it carries that label AND our field manager has applied it
+  (an `Apply` entry in its managedFields): an object that merely copied our labels is
+  never ours to delete;
+- Namespaces are never deleted (that would take user Secrets, ExternalSecrets and
+  SecretStores with them);
+- deletion is preconditioned on the listed object's uid, so an object re-created meanwhile
+  by someone else survives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable
+
+from manager.apply.convergence import applied_by
+from manager.apply.discovery import Discovery, Resource
+from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
+from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
+from manager.kube import ApiError, JsonObject, Kube
+
+logger = logging.getLogger(__name__)
+
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={OPERATOR_NAME}"
+NEVER_PRUNED_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
+
+# Dependents before what they depend on: webhooks stop pointing at Services first, and
+# RBAC goes last so that nothing runs without its permissions.
+_DELETE_ORDER = (
+    "ValidatingWebhookConfiguration", "Deployment", "NetworkPolicy", "Service", "Certificate",
+    "Secret", "ConfigMap", "RoleBinding", "ClusterRoleBinding", "Role", "ClusterRole",
+    "ServiceAccount",
+)
+
+
+def deletion_rank(kind: str) -> int:
+    return _DELETE_ORDER.index(kind) if kind in _DELETE_ORDER else -1
+
+
+def owned_by_us(obj: JsonObject, field_manager: str = FIELD_MANAGER) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    ours = labels.get(MANAGED_BY_LABEL) == OPERATOR_NAME
+    return ours and applied_by(obj, field_manager) is not None
+
+
+class Pruner:
+    def __init__(self, kube: Kube, discovery: Discovery, field_manager: str = FIELD_MANAGER):
+        self.kube = kube
+        self.discovery = discovery
+        self.field_manager = field_manager
+
+    async def find_unwanted(self, kinds: Iterable[tuple[str, str]], namespace: str,
+                            keep: Collection[ObjectRef]) -> list[tuple[Resource, JsonObject]]:
+        """Our objects of `kinds` that are not in `keep`, in deletion order."""
+        wanted = {ref.identity() for ref in keep}
+        found: list[tuple[Resource, JsonObject]] = []
+        for api_version, kind in sorted(set(kinds), key=lambda k: deletion_rank(k[1])):
+            if kind in NEVER_PRUNED_KINDS:
+                continue
+            resource = await self.discovery.resolve(api_version, kind)
+            if resource is None:  # the API is not served, so none can exist
+                continue
+            path = resource.collection_path(namespace if resource.namespaced else None)
+            try:
+                listing = await self.kube.list(path, label_selector=MANAGED_SELECTOR)
+            except ApiError as error:
+                ref = ObjectRef(api_version, kind, namespace if resource.namespaced else "", "*")
+                raise ObjectError(ref, "list", error) from error
+            for item in listing.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                if ObjectRef.of(item).identity() not in wanted and owned_by_us(
+                        item, self.field_manager):
+                    found.append((resource, item))
+        return found
+
+    async def delete(self, resource: Resource, obj: JsonObject) -> ObjectResult:
+        ref = ObjectRef.of(obj)
+        path = resource.object_path(ref.name, ref.namespace or None)
+        try:
+            await self.kube.delete(path, uid=obj["metadata"].get("uid"))
+        except ApiError as error:
+            raise ObjectError(ref, "delete", error) from error
+        logger.info("action=delete result=deleted kind=%s name=%s", ref.kind,
+                    f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name)
+        return ObjectResult(ref, Action.DELETED)

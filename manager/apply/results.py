@@ -1,0 +1,75 @@
+"""What the apply and prune steps did, object by object, for status, events and logs."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from manager.kube import ApiError, JsonObject
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    """One object: its kind and where it lives (namespace is "" when cluster-scoped)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: JsonObject) -> ObjectRef:
+        metadata = obj.get("metadata", {})
+        return cls(obj["apiVersion"], obj["kind"], metadata.get("namespace") or "",
+                   metadata["name"])
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def identity(self) -> tuple[str, str, str, str]:
+        """Group, kind, namespace and name: the same object whatever version is used."""
+        return (self.group, self.kind, self.namespace, self.name)
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
+class Action(enum.StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class ObjectResult:
+    ref: ObjectRef
+    action: Action
+
+    @property
+    def wrote(self) -> bool:
+        return self.action is not Action.UNCHANGED
+
+
+class ObjectError(Exception):
+    """An API request about one object failed."""
+
+    def __init__(self, ref: ObjectRef, verb: str, error: ApiError):
+        super().__init__(f"{verb} {ref}: {error.status} {error.reason}: {error.message}")
+        self.ref = ref
+        self.verb = verb
+        self.error = error
+
+    @property
+    def transient(self) -> bool:
+        return self.error.transient
+
+
+class TerminatingObjectError(Exception):
+    """The object is being deleted; it can be applied again once it is gone."""
+
+    def __init__(self, ref: ObjectRef):
+        super().__init__(f"{ref} is being deleted; it will be re-created once it is gone")
+        self.ref = ref

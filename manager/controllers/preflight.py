@@ -1,0 +1,108 @@
+"""Cluster facts a pass checks before it changes anything beyond the namespace.
+
+A spec can be valid and still not work in this cluster: cert-manager requested but not
+installed, an issuerRef naming an Issuer that does not exist, a bitwarden secretRef naming a
+missing Secret. Each becomes a `MissingDependencyError` (Degraded, with the field and the
+fix), and the pass stops before applying or deleting anything else. The objects are read as metadata
+only: the bitwarden TLS Secret's data never reaches the operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from manager.apply.discovery import Discovery
+from manager.config import ESC_APP, EffectiveConfig
+from manager.controllers.watches import WatchSpec
+from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
+
+CERT_MANAGER_API = "cert-manager.io/v1"
+CERT_MANAGER_CRDS = {
+    "Certificate": "certificates.cert-manager.io",
+    "Issuer": "issuers.cert-manager.io",
+    "ClusterIssuer": "clusterissuers.cert-manager.io",
+}
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CRD_KIND = "CustomResourceDefinition"
+
+
+class MissingDependencyError(Exception):
+    """The spec cannot work in this cluster as it is; the administrator must act."""
+
+    def __init__(self, reason: str, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.reason = reason
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Preflight:
+    kube: Kube
+    discovery: Discovery
+
+    async def check(self, config: EffectiveConfig) -> None:
+        if config.cert_manager.enabled:
+            await self._check_cert_manager(config)
+        if config.bitwarden.enabled and not config.bitwarden.issue_certificate:
+            await self._check_bitwarden_secret(config)
+
+    async def _check_cert_manager(self, config: EffectiveConfig) -> None:
+        settings = config.cert_manager
+        field = f"{ESC_APP}.certManagerConfig"
+        for kind in ("Certificate", settings.issuer_kind):
+            if await self.discovery.resolve(CERT_MANAGER_API, kind) is None:
+                crd = f"{CRD_COLLECTION}/{CERT_MANAGER_CRDS[kind]}"
+                if await self.kube.get(crd, accept=PARTIAL_METADATA) is not None:
+                    # Installed a moment ago: discovery follows shortly, so retry soon.
+                    raise ApiError(503, "ServiceUnavailable",
+                                   f"the CRD {CERT_MANAGER_CRDS[kind]} exists but its API is not "
+                                   "served yet", "GET", crd)
+                raise MissingDependencyError(
+                    "CertManagerNotInstalled", f"{field}.enabled",
+                    f'is "true", but cert-manager is not installed: the API server does not '
+                    f"serve {CERT_MANAGER_CRDS[kind]} ({CERT_MANAGER_API}). Install "
+                    "cert-manager; the operator continues by itself once its CRDs exist")
+        resource = await self.discovery.require(CERT_MANAGER_API, settings.issuer_kind)
+        name = settings.issuer_name or ""
+        namespace = config.namespace if resource.namespaced else None
+        found = await self.kube.get(resource.object_path(name, namespace), accept=PARTIAL_METADATA)
+        if found is None:
+            where = f' in namespace "{namespace}"' if namespace else ""
+            raise MissingDependencyError(
+                "IssuerNotFound", f"{field}.issuerRef",
+                f'{settings.issuer_kind} "{name}" not found{where}. Create it (issuerRef is '
+                "immutable); until then the built-in cert-controller keeps serving the webhook "
+                "certificate and nothing is removed")
+
+    async def _check_bitwarden_secret(self, config: EffectiveConfig) -> None:
+        name = config.bitwarden.tls_secret_name or ""
+        path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
+        if await self.kube.get(path, accept=PARTIAL_METADATA) is None:
+            raise MissingDependencyError(
+                "BitwardenSecretNotFound",
+                f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name",
+                f'Secret "{name}" not found in namespace "{config.namespace}". Create it with the '
+                "keys tls.crt, tls.key and ca.crt, or remove secretRef to have cert-manager issue "
+                "the certificate")
+
+
+def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
+    """Watches that end a wait for a missing dependency as soon as it appears."""
+    specs = {_crd_watch(CERT_MANAGER_CRDS["Certificate"])}
+    settings = config.cert_manager
+    if settings.enabled:
+        specs.add(_crd_watch(CERT_MANAGER_CRDS[settings.issuer_kind]))
+        namespace = config.namespace if settings.issuer_kind == "Issuer" else None
+        specs.add(WatchSpec(CERT_MANAGER_API, settings.issuer_kind, namespace,
+                            field_selector=f"metadata.name={settings.issuer_name}"))
+    bitwarden = config.bitwarden
+    if bitwarden.enabled and not bitwarden.issue_certificate:
+        specs.add(WatchSpec("v1", "Secret", config.namespace,
+                            field_selector=f"metadata.name={bitwarden.tls_secret_name}"))
+    return specs
+
+
+def _crd_watch(name: str) -> WatchSpec:
+    return WatchSpec(CRD_API_VERSION, CRD_KIND, field_selector=f"metadata.name={name}",
+                     any_change=True)

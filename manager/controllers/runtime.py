@@ -1,0 +1,171 @@
+"""The operator's moving parts around one reconcile worker.
+
+    kopf on.event (ESC, ESM) ─┐
+    child/dependency watches ─┼─► ReconcileQueue ─► worker: Reconciler.run_pass() ─► Watcher
+    periodic resync          ─┘        ▲                    │
+                                       └── retry (backoff) ─┘
+
+Exactly one pass runs at a time. After each pass the worker points the Watcher at what that
+pass said to watch, and schedules a retry when the pass did not end Ready: exponential
+backoff from 1 s to 60 s for transient errors, from 10 s to 5 min while the spec or a
+dependency needs a fix (the dependency watches usually end that wait much earlier). Only
+retries advance the backoff (passes that events trigger do not), and it starts over when
+the kind of outcome changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from manager.apply import Discovery
+from manager.config import OperatorEnvironment
+from manager.controllers.events import EventRecorder
+from manager.controllers.preflight import CRD_KIND
+from manager.controllers.queue import ReconcileQueue
+from manager.controllers.reconciler import PassReport, Reconciler
+from manager.controllers.status import OutcomeKind
+from manager.controllers.watches import Watcher, WatchSpec
+from manager.kube import ApiError, JsonObject, Kube
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RESYNC_SECONDS = 300.0
+TRANSIENT_BACKOFF = (1.0, 60.0)
+DEGRADED_BACKOFF = (10.0, 300.0)
+
+
+@dataclass(frozen=True)
+class PassSummary:
+    """The latest pass, for the liveness probe and for tests."""
+
+    number: int
+    finished_at: float
+    result: str
+    writes: int
+
+
+class OperatorRuntime:
+    def __init__(self, kube: Kube, environment: OperatorEnvironment,
+                 resync_seconds: float = DEFAULT_RESYNC_SECONDS,
+                 events_namespace: str | None = None):
+        self.kube = kube
+        self.discovery = Discovery(kube)
+        self.queue = ReconcileQueue()
+        self.watcher = Watcher(kube, self.discovery, self._child_changed)
+        self.reconciler = Reconciler(kube, self.discovery, environment,
+                                     EventRecorder(kube, events_namespace))
+        self.resync_seconds = resync_seconds
+        self.last_pass: PassSummary | None = None
+        self.passes_done = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failures = 0
+        self._failing_as: OutcomeKind | None = None
+        self._seen_cr: dict[str, tuple[object, ...]] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            await self.reconciler.ensure_esm()
+        except ApiError as error:  # the first pass tries again
+            logger.warning("action=create result=error kind=ExternalSecretsManager error=%r",
+                           str(error))
+        self._tasks = [asyncio.create_task(self._work(), name="reconcile worker"),
+                       asyncio.create_task(self._resync(), name="periodic resync")]
+        self.queue.request("start")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.watcher.stop()
+
+    # --- triggers -----------------------------------------------------------------------
+
+    def custom_resource_event(self, kind: str, event_type: str | None, body: JsonObject) -> None:
+        """kopf saw the ESC or the ESM; only changes a pass acts on ask for one (the
+        operator's own status writes do not)."""
+        metadata = body.get("metadata", {})
+        key = f"{kind}/{metadata.get('name')}"
+        if event_type == "DELETED":
+            self._seen_cr.pop(key, None)
+            self.queue.request(f"{key} deleted")
+            return
+        current = (metadata.get("uid"), metadata.get("generation"),
+                   metadata.get("deletionTimestamp"))
+        if self._seen_cr.get(key) != current:
+            self._seen_cr[key] = current
+            self.queue.request(f"{key} {(event_type or 'listed').lower()}")
+
+    def _child_changed(self, spec: WatchSpec, reason: str) -> None:
+        if spec.kind == CRD_KIND:  # an API may have come or gone: look it up again
+            self.discovery.invalidate()
+            self.watcher.rediscover()
+        self.queue.request(reason)
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            self.queue.request("periodic resync")
+
+    # --- the worker ---------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        number = 0
+        while True:
+            reasons = await self.queue.next_batch()
+            number += 1
+            started = time.monotonic()
+            report = await self._run_pass()
+            if report is not None:
+                self.watcher.set_specs(report.watches)
+            result, writes = self._schedule_retry(report, "retry" in reasons)
+            logger.info("action=pass number=%d result=%s writes=%d seconds=%.3f reasons=%s",
+                        number, result, writes, time.monotonic() - started,
+                        ",".join(sorted(reasons)))
+            async with self.passes_done:
+                self.last_pass = PassSummary(number, time.monotonic(), result, writes)
+                self.passes_done.notify_all()
+
+    async def _run_pass(self) -> PassReport | None:
+        try:
+            return await self.reconciler.run_pass()
+        except ApiError as error:  # reading the CRs or writing status failed
+            logger.warning("action=reconcile result=error error=%r", str(error))
+        except Exception:  # a bug must not stop the operator; it is retried with backoff
+            logger.exception("action=reconcile result=crash")
+        return None
+
+    def _schedule_retry(self, report: PassReport | None, retrying: bool) -> tuple[str, int]:
+        if report is not None and not report.needs_retry:
+            self._failures, self._failing_as = 0, None
+            result = report.outcome.kind.value if report.outcome else "Unmanaged"
+            return result, len(report.writes)
+        kind = (report.outcome.kind if report is not None and report.outcome is not None
+                else OutcomeKind.RETRYING)
+        if kind is not self._failing_as:
+            self._failures, self._failing_as = 0, kind
+        if retrying or self._failures == 0:
+            self._failures += 1
+        first, cap = DEGRADED_BACKOFF if kind is OutcomeKind.DEGRADED else TRANSIENT_BACKOFF
+        delay = min(cap, first * 2 ** min(self._failures - 1, 16))
+        self.queue.request_after(delay, "retry")
+        if report is None:
+            return "Error", 0
+        result = report.outcome.kind.value if report.outcome else "Unmanaged"
+        return result, len(report.writes)
+
+    async def wait_for_pass(self, after: int = 0, timeout: float = 30.0) -> PassSummary:
+        """The first pass numbered above `after` (for tests and the demo)."""
+        async with self.passes_done:
+            await asyncio.wait_for(self.passes_done.wait_for(
+                lambda: self.last_pass is not None and self.last_pass.number > after), timeout)
+        assert self.last_pass is not None
+        return self.last_pass

@@ -1,0 +1,163 @@
+"""Watches on managed children and on the few objects a pass depends on.
+
+Each watch is narrowed on the server: children by the label selector
+`app.kubernetes.io/managed-by=external-secrets-operator` in the operand namespace (or
+cluster-wide for cluster-scoped kinds), dependencies (the Issuer, the bitwarden TLS Secret,
+cert-manager's CRDs) by `metadata.name`. Watches request metadata only
+(PartialObjectMetadata), so neither Secret data nor CRD schemas reach the operator, and
+memory holds one small fingerprint per watched object, however large the cluster.
+
+A watch only says "look again": it calls `notify(spec, reason)` when a watched object appears,
+disappears or changes in a way a pass may care about (its generation, labels, annotations
+or deletion; for kinds without a generation, any change). Status-only churn, such as a
+Deployment's rollout progress, is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from manager.apply.discovery import Discovery
+from manager.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+
+logger = logging.getLogger(__name__)
+
+Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
+
+RESTART_BACKOFF_MAX = 30.0
+UNRESOLVED_RECHECK_MAX = 60.0
+
+
+@dataclass(frozen=True, order=True)
+class WatchSpec:
+    """What to watch: one kind, optionally one namespace, narrowed by selectors."""
+
+    api_version: str
+    kind: str
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    any_change: bool = False
+    """Also status-only changes count (a CRD becoming Established)."""
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        selector = ",".join(s for s in (self.label_selector, self.field_selector) if s)
+        return f"{self.kind}{where} [{selector}]"
+
+
+def fingerprint(metadata: JsonObject, any_change: bool = False) -> tuple[object, ...]:
+    """What a pass may care about in an object's metadata (see module doc)."""
+    version = metadata.get("resourceVersion") if any_change else (
+        metadata.get("generation") or metadata.get("resourceVersion"))
+    labels = tuple(sorted((metadata.get("labels") or {}).items()))
+    annotations = tuple(sorted((metadata.get("annotations") or {}).items()))
+    return (version, labels, annotations, metadata.get("deletionTimestamp"))
+
+
+class Watcher:
+    """Keeps one watch task per WatchSpec of the current set."""
+
+    def __init__(self, kube: Kube, discovery: Discovery, notify: Callable[[WatchSpec, str], None]):
+        self._kube = kube
+        self._discovery = discovery
+        self._notify = notify
+        self._tasks: dict[WatchSpec, asyncio.Task[None]] = {}
+        self._rediscovered = asyncio.Event()
+
+    def rediscover(self) -> None:
+        """APIs may have come or gone: watches waiting for their kind look again now."""
+        self._rediscovered.set()
+        self._rediscovered = asyncio.Event()
+
+    @property
+    def specs(self) -> frozenset[WatchSpec]:
+        return frozenset(self._tasks)
+
+    def set_specs(self, specs: Iterable[WatchSpec]) -> None:
+        """Start watches that are new, stop those no longer wanted."""
+        wanted = set(specs)
+        for spec in set(self._tasks) - wanted:
+            self._tasks.pop(spec).cancel()
+            logger.debug("action=unwatch watch=%s", spec)
+        # Sorted by text: optional fields are None in some specs and str in others.
+        for spec in sorted(wanted - set(self._tasks), key=str):
+            self._tasks[spec] = asyncio.create_task(self._run(spec), name=f"watch {spec}")
+            logger.debug("action=watch watch=%s", spec)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, spec: WatchSpec) -> None:
+        seen: Fingerprints | None = None
+        backoff = 1.0
+        recheck = 1.0
+        while True:
+            try:
+                resource = await self._discovery.resolve(spec.api_version, spec.kind)
+                if resource is None:
+                    # Not served (yet). A CRD watch calls rediscover() when it arrives;
+                    # discovery may lag a little behind, hence the quick first rechecks.
+                    rediscovered = self._rediscovered
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(rediscovered.wait(), recheck)
+                    recheck = 1.0 if rediscovered.is_set() else min(recheck * 2,
+                                                                     UNRESOLVED_RECHECK_MAX)
+                    continue
+                path = resource.collection_path(spec.namespace if resource.namespaced else None)
+                seen, version = await self._list(spec, path, seen)
+                backoff = 1.0
+                await self._follow(spec, path, seen, version)
+            except ApiError as error:
+                if error.status != 410:  # 410: resume point too old, list again at once
+                    logger.warning("action=watch result=error watch=%s error=%r", spec,
+                                   f"{error.status} {error.reason}: {error.message}")
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+            except (ValueError, KeyError) as error:  # a malformed response: start over
+                logger.warning("action=watch result=error watch=%s error=%r", spec, str(error))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+
+    async def _list(self, spec: WatchSpec, path: str, previous: Fingerprints | None,
+                    ) -> tuple[Fingerprints, str]:
+        listing = await self._kube.list(path, label_selector=spec.label_selector,
+                                        field_selector=spec.field_selector,
+                                        accept=PARTIAL_METADATA_LIST)
+        seen = {item["metadata"]["uid"]: fingerprint(item["metadata"], spec.any_change)
+                for item in listing.get("items") or []}
+        # The first listing may already differ from what the last pass saw (the watch starts
+        # after it); a re-listing may reveal events missed while disconnected.
+        if previous is None or seen != previous:
+            self._notify(spec, f"listed {spec}")
+        return seen, str(listing["metadata"]["resourceVersion"])
+
+    async def _follow(self, spec: WatchSpec, path: str, seen: Fingerprints,
+                      version: str) -> None:
+        while True:
+            async for event in self._kube.watch(
+                    path, resource_version=version, label_selector=spec.label_selector,
+                    field_selector=spec.field_selector, accept=PARTIAL_METADATA):
+                metadata = event.object.get("metadata", {})
+                version = str(metadata.get("resourceVersion") or version)
+                if event.type == "BOOKMARK":
+                    continue
+                uid = metadata.get("uid", "")
+                if event.type == "DELETED":
+                    seen.pop(uid, None)
+                    self._notify(spec, f"deleted {spec.kind} {metadata.get('name')}")
+                    continue
+                current = fingerprint(metadata, spec.any_change)
+                if seen.get(uid) != current:
+                    seen[uid] = current
+                    self._notify(spec, f"{event.type.lower()} {spec.kind} {metadata.get('name')}")

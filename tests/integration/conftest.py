@@ -1,0 +1,407 @@
+"""Fixtures for running the operator in-process against the session's real API server.
+
+The operator runs in its own thread with its own event loop (as in production, where it owns
+the process): kopf cancels every task of its loop when it stops, which must not reach the
+test session's loop. Every HTTP request the operator thread makes (kopf's and the
+operator's own, both through aiohttp) is recorded, so tests can count writes; a test may
+also inject a connection fault into that thread's requests (the real server cannot produce
+a transient failure on demand; tests that do this say so).
+
+The ExternalSecretsConfig is a singleton and one API server serves the whole session, so
+scenarios run one after another, each with its own operand namespace. Those namespaces, and
+the user objects in them (an ExternalSecret, a SecretStore, a Secret without our labels),
+are created once, before any test installs the operand's ValidatingWebhookConfigurations:
+after that, the API server would have to call a webhook nothing serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+import yaml
+
+from manager.controllers.runtime import OperatorRuntime
+from manager.kube import ApiError, Kube, install_crds, load_configuration
+from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
+from manager.render.state import renderable_kinds
+from tests.conftest import Cluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FETCH_CRDS = REPO_ROOT / "hack" / "fetch-crds.sh"
+RBAC_FILE = REPO_ROOT / "manifests" / "operator" / "rbac.yaml"
+
+ESC_API = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs"
+ESM_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsmanagers/cluster"
+MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+# One operand namespace per scenario (the default one for the `spec: {}` install).
+SCENARIO_NAMESPACES = {
+    "install": "external-secrets",
+    "bitwarden": "eso-it-bitwarden",
+    "cert-manager": "eso-it-cert-manager",
+    "drift": "eso-it-drift",
+    "restart": "eso-it-restart",
+    "invalid": "eso-it-invalid",
+    "transient": "eso-it-transient",
+    "service-account": "eso-it-sa",
+    "apply": "eso-it-apply",
+}
+USER_NAMESPACE = "eso-it-user-apps"
+
+
+# --- recording the operator's requests ------------------------------------------------------
+
+
+@dataclass
+class RequestLog:
+    """Requests of one operator thread; `fault` makes matching requests fail to connect."""
+
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    fault: Callable[[str, str], bool] | None = None
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [(m, u) for m, u in self.requests if m in WRITE_METHODS]
+
+
+_LOGS: dict[int, RequestLog] = {}
+_ORIGINAL_REQUEST = aiohttp.ClientSession._request
+
+
+async def _recording_request(self: aiohttp.ClientSession, method: str, url: Any,
+                             *args: Any, **kwargs: Any) -> aiohttp.ClientResponse:
+    log = _LOGS.get(threading.get_ident())
+    if log is not None:
+        text = str(url)
+        log.requests.append((method.upper(), text))
+        if log.fault is not None and log.fault(method.upper(), text):
+            raise aiohttp.ClientConnectionError(f"injected by the test: {method} {text}")
+    return await _ORIGINAL_REQUEST(self, method, url, *args, **kwargs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_requests() -> Iterator[None]:
+    aiohttp.ClientSession._request = _recording_request  # type: ignore[method-assign]
+    yield
+    aiohttp.ClientSession._request = _ORIGINAL_REQUEST  # type: ignore[method-assign]
+
+
+# --- the operator in a thread ---------------------------------------------------------------
+
+
+class OperatorThread:
+    """One operator process's worth of work, in a thread of this process."""
+
+    def __init__(self, options: OperatorOptions):
+        self.options = options
+        self.log = RequestLog()
+        self.holder: dict[str, OperatorRuntime] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="operator", daemon=True)
+        self.error: BaseException | None = None
+
+    def _main(self) -> None:
+        _LOGS[threading.get_ident()] = self.log
+        try:
+            asyncio.run(serve(self.options, stop_flag=self._stop, holder=self.holder))
+        except BaseException as error:  # reported by stop() and by the waiting helpers
+            self.error = error
+        finally:
+            _LOGS.pop(threading.get_ident(), None)
+
+    async def start(self, timeout: float = 30.0) -> OperatorThread:
+        self._thread.start()
+        await self.wait_until(lambda: self.runtime is not None, timeout, "the operator to start")
+        return self
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, timeout)
+        assert not self._thread.is_alive(), "the operator did not stop"
+
+    @property
+    def runtime(self) -> OperatorRuntime | None:
+        return self.holder.get("runtime")
+
+    @property
+    def passes(self) -> int:
+        runtime = self.runtime
+        return runtime.last_pass.number if runtime and runtime.last_pass else 0
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.error is not None:
+                raise AssertionError(f"the operator crashed: {self.error!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            await asyncio.sleep(0.1)
+
+    async def wait_idle(self, quiet: float = 1.5, timeout: float = 30.0) -> None:
+        """Until at least one pass ran and no pass started for `quiet` seconds."""
+        await self.wait_until(lambda: self.passes > 0, timeout, "a first pass")
+        deadline = time.monotonic() + timeout
+        last, since = self.passes, time.monotonic()
+        while time.monotonic() - since < quiet:
+            assert time.monotonic() < deadline, "the operator never went idle"
+            await asyncio.sleep(0.1)
+            runtime = self.runtime
+            if self.passes != last or (runtime is not None and runtime.queue.pending):
+                last, since = self.passes, time.monotonic()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def start_operator(cluster: Cluster, operator_crds: None,
+                         ) -> AsyncIterator[Callable[..., Awaitable[OperatorThread]]]:
+    """Start operators (stopped at the end of the test); kwargs go to OperatorOptions."""
+    started: list[OperatorThread] = []
+
+    async def start(**overrides: Any) -> OperatorThread:
+        options = OperatorOptions(**{"kubeconfig": str(cluster.kubeconfig),
+                                     "resync_seconds": 3600.0, **overrides})
+        operator = await OperatorThread(options).start()
+        started.append(operator)
+        return operator
+
+    yield start
+    for operator in started:
+        with contextlib.suppress(AssertionError):
+            await operator.stop()
+
+
+# --- cluster preparation ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def crd_dir() -> Path:
+    result = subprocess.run(["bash", str(FETCH_CRDS)], stdout=subprocess.PIPE, text=True,
+                            check=True, timeout=900)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def kube(cluster: Cluster) -> AsyncIterator[Kube]:
+    """The admin client of the operator's own client class (raw JSON, any kind)."""
+    admin = Kube(await load_configuration(cluster.kubeconfig))
+    yield admin
+    await admin.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def operator_crds(kube: Kube) -> None:
+    await install_crds(kube, load_crds(CRDS_DIR), field_manager="integration-tests")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def operand_crds(kube: Kube, crd_dir: Path) -> None:
+    await install_crds(kube, load_crds(crd_dir / "external-secrets"),
+                       field_manager="integration-tests")
+
+
+@dataclass(frozen=True)
+class UserObjects:
+    """Objects users own; the operator must never change or delete them."""
+
+    refs: tuple[tuple[str, str], ...]  # (collection path, name)
+    versions: dict[str, str]  # object path -> resourceVersion at creation
+
+    async def assert_untouched(self, kube: Kube) -> None:
+        for path, version in self.versions.items():
+            live = await kube.get(path)
+            assert live is not None, f"user object {path} was deleted"
+            assert live["metadata"]["resourceVersion"] == version, f"user object {path} changed"
+
+
+def _user_objects_for(namespace: str) -> list[tuple[str, dict[str, Any]]]:
+    secret_store = {
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": "user-store", "namespace": namespace},
+        "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}},
+    }
+    external_secret = {
+        "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+        "metadata": {"name": "user-external-secret", "namespace": namespace},
+        "spec": {"secretStoreRef": {"name": "user-store", "kind": "SecretStore"},
+                 "target": {"name": "user-synced"},
+                 "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]},
+    }
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "user-secret", "namespace": namespace,
+                           "labels": {"app": "external-secrets"}},
+              "stringData": {"password": "not-for-the-operator"}}
+    return [
+        (f"/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores", secret_store),
+        (f"/apis/external-secrets.io/v1/namespaces/{namespace}/externalsecrets", external_secret),
+        (f"/api/v1/namespaces/{namespace}/secrets", secret),
+    ]
+
+
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+async def remove_operand_webhooks(kube: Kube) -> None:
+    """Delete the operand's webhook configurations (no operator runs between modules), so
+    that user objects can be created and deleted: nothing serves those webhooks here."""
+    for item in (await kube.list(WEBHOOKS, label_selector=MANAGED)).get("items") or []:
+        await kube.delete(f"{WEBHOOKS}/{item['metadata']['name']}")
+
+
+async def _past_stale_webhooks(request: Callable[[], Awaitable[Any]]) -> Any:
+    """Run `request`, retrying while the API server still calls a webhook configuration that
+    was just deleted (its admission cache follows the deletion a moment later)."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return await request()
+        except ApiError as error:
+            if "webhook" not in error.message or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def user_objects(kube: Kube, operand_crds: None, operator_crds: None,
+                       ) -> AsyncIterator[UserObjects]:
+    """Every scenario namespace with user objects in it, created before any webhook exists;
+    removed again after the module, so that later tests find the cluster as they expect."""
+    await remove_operand_webhooks(kube)
+    versions: dict[str, str] = {}
+    refs = []
+    for namespace in [USER_NAMESPACE, *SCENARIO_NAMESPACES.values()]:
+        await kube.apply(f"/api/v1/namespaces/{namespace}",
+                         {"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": namespace}}, field_manager="integration-tests")
+        for collection, body in _user_objects_for(namespace):
+            path = f"{collection}/{body['metadata']['name']}"
+            await _past_stale_webhooks(lambda path=path: kube.delete(path))
+            created = await _past_stale_webhooks(
+                lambda collection=collection, body=body: kube.create(
+                    collection, body, field_manager="integration-tests"))
+            versions[path] = created["metadata"]["resourceVersion"]
+            refs.append((collection, body["metadata"]["name"]))
+    yield UserObjects(tuple(refs), versions)
+    await remove_operand_webhooks(kube)
+    for path in versions:
+        await _past_stale_webhooks(lambda path=path: kube.delete(path))
+
+
+# --- the ExternalSecretsConfig ---------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def esc(kube: Kube, user_objects: UserObjects) -> AsyncIterator[EscHandle]:
+    """Create/patch/read the singleton ESC; deleted (operand left in place) after the test."""
+    handle = EscHandle(kube)
+    yield handle
+    await kube.delete(f"{ESC_API}/cluster")
+    deadline = time.monotonic() + 30
+    while await kube.get(f"{ESC_API}/cluster") is not None:
+        assert time.monotonic() < deadline, "the ExternalSecretsConfig was not deleted"
+        await asyncio.sleep(0.1)
+
+
+@dataclass
+class EscHandle:
+    kube: Kube
+
+    async def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
+                "metadata": {"name": "cluster"}, "spec": spec}
+        return await self.kube.create(ESC_API, body, field_manager="integration-tests")
+
+    async def patch_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return await self.kube.merge_patch(f"{ESC_API}/cluster", {"spec": spec},
+                                           field_manager="integration-tests")
+
+    async def get(self) -> dict[str, Any]:
+        return await self.kube.request("GET", f"{ESC_API}/cluster")
+
+    async def condition(self, kind: str) -> dict[str, Any] | None:
+        esc = await self.get()
+        for condition in (esc.get("status") or {}).get("conditions") or []:
+            if condition["type"] == kind:
+                return dict(condition)
+        return None
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0,
+                     interval: float = 0.2) -> Any:
+    """Retry `check` until it returns without an AssertionError (or a transient API error,
+    such as 429 while a new CRD's storage initialises); its result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await check()
+        except (AssertionError, ApiError) as error:
+            if isinstance(error, ApiError) and not error.transient:
+                raise
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(interval)
+
+
+async def wait_condition(esc: EscHandle, kind: str, status: str, timeout: float = 30.0,
+                         reason: str | None = None) -> dict[str, Any]:
+    async def check() -> dict[str, Any]:
+        condition = await esc.condition(kind)
+        assert condition is not None, f"no {kind} condition yet"
+        assert condition["status"] == status, f"{kind} is {condition}"
+        if reason is not None:
+            assert condition["reason"] == reason, f"{kind} is {condition}"
+        return condition
+
+    result: dict[str, Any] = await eventually(check, timeout)
+    return result
+
+
+async def managed_objects(kube: Kube, namespace: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Our objects, by (kind, namespace, name), across every kind the renderer can produce:
+    those in `namespace`, that Namespace, and the cluster-scoped ones."""
+    found = {}
+    for api_version, kind in renderable_kinds():
+        plural = await _plural(kube, api_version, kind)
+        if plural is None:
+            continue
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        namespaced = plural[1]
+        path = f"{base}/namespaces/{namespace}/{plural[0]}" if namespaced else f"{base}/{plural[0]}"
+        for item in (await kube.list(path, label_selector=MANAGED)).get("items") or []:
+            item.update(apiVersion=api_version, kind=kind)
+            meta = item["metadata"]
+            if kind == "Namespace" and meta["name"] != namespace:
+                continue  # another scenario's operand namespace
+            found[(kind, meta.get("namespace", ""), meta["name"])] = item
+    return found
+
+
+async def _plural(kube: Kube, api_version: str, kind: str) -> tuple[str, bool] | None:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    document = await kube.get(base)
+    for resource in (document or {}).get("resources") or []:
+        if resource["kind"] == kind and "/" not in resource["name"]:
+            return resource["name"], bool(resource["namespaced"])
+    return None
+
+
+def rbac_documents() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(RBAC_FILE.read_text()) if doc]
+
+
+def dump(obj: object) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True)[:4000]
+

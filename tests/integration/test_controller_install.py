@@ -1,0 +1,126 @@
+"""Install from `spec: {}`: every expected object, the standard labels, honest status, Events,
+and nothing written to the ExternalSecretsConfig but its status."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from manager.api.models import ExternalSecretsConfigSpec
+from manager.config import OperatorEnvironment, effective_config
+from manager.constants import FIELD_MANAGER
+from manager.controllers.status import CONTROLLER_NAMES
+from manager.kube import Kube
+from manager.render import render_operand
+from tests.integration.conftest import (
+    ESM_PATH,
+    SCENARIO_NAMESPACES,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    managed_objects,
+    wait_condition,
+)
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+
+
+def expected_objects(spec: dict[str, Any]) -> set[tuple[str, str, str]]:
+    config = effective_config(ExternalSecretsConfigSpec.model_validate(spec), None,
+                              OperatorEnvironment.from_environ(os.environ))
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+            for o in render_operand(config).objects()}
+
+
+def assert_standard_labels(obj: dict[str, Any], version: str) -> None:
+    labels = obj["metadata"].get("labels") or {}
+    where = f"{obj['kind']} {obj['metadata']['name']}"
+    assert labels.get("app") == "external-secrets", where
+    assert labels.get("app.kubernetes.io/name"), where
+    assert labels.get("app.kubernetes.io/instance") == "external-secrets", where
+    assert labels.get("app.kubernetes.io/managed-by") == "external-secrets-operator", where
+    assert labels.get("app.kubernetes.io/part-of") == "external-secrets-operator", where
+    if obj["kind"] != "Deployment" or obj["metadata"]["name"] != "bitwarden-sdk-server":
+        assert labels.get("app.kubernetes.io/version") == version, where
+
+
+async def install(start_operator: StartOperator, esc: EscHandle, spec: dict[str, Any],
+                  **options: Any) -> OperatorThread:
+    operator = await start_operator(**options)
+    await esc.create(spec)
+    await wait_condition(esc, "Ready", "True")
+    return operator
+
+
+async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operator: StartOperator,
+                                       user_objects: UserObjects) -> None:
+    namespace = SCENARIO_NAMESPACES["install"]
+    await install(start_operator, esc, {})
+
+    expected = expected_objects({})
+    assert {k for k in expected if k[0] == "Deployment"} == {
+        ("Deployment", namespace, "external-secrets"),
+        ("Deployment", namespace, "external-secrets-webhook"),
+        ("Deployment", namespace, "external-secrets-cert-controller"),
+    }
+    found = await managed_objects(kube, namespace)
+    assert expected <= set(found), sorted(expected - set(found))
+    version = OperatorEnvironment.from_environ(os.environ).operand_version
+    for key in expected:
+        assert_standard_labels(found[key], version)
+        assert any(entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply"
+                   for entry in found[key]["metadata"]["managedFields"]), key
+
+    resource = await esc.get()
+    generation = resource["metadata"]["generation"]
+    conditions = {c["type"]: c for c in resource["status"]["conditions"]}
+    assert set(conditions) == {"Ready", "Degraded", "Progressing"}
+    assert conditions["Degraded"]["status"] == "False"
+    assert conditions["Progressing"]["status"] == "False"
+    assert all(c["observedGeneration"] == generation for c in conditions.values())
+    assert namespace in conditions["Ready"]["message"]
+    assert resource["status"]["externalSecretsImage"] == \
+        OperatorEnvironment.from_environ(os.environ).external_secrets_image
+    assert "bitwardenSDKServerImage" not in resource["status"]
+    # The operator writes nothing to the ESC but its status: no finalizer, no kopf annotations.
+    assert not resource["metadata"].get("finalizers")
+    assert not [k for k in resource["metadata"].get("annotations") or {} if "kopf" in k]
+
+    esm = await kube.request("GET", ESM_PATH)
+    assert esm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "external-secrets-operator"
+    statuses = {entry["name"]: entry for entry in esm["status"]["controllerStatuses"]}
+    assert set(statuses) == set(CONTROLLER_NAMES)
+    controller = {c["type"]: c for c in statuses["external-secrets-controller"]["conditions"]}
+    assert controller["Ready"]["status"] == "True"
+    assert statuses["external-secrets-controller"]["observedGeneration"] == generation
+    assert esm["status"]["lastTransitionTime"]
+    assert not esm["metadata"].get("finalizers")
+
+    events = await kube.list("/api/v1/namespaces/default/events",
+                             field_selector=f"involvedObject.uid={resource['metadata']['uid']}")
+    created = {e["message"] for e in events["items"] if e["reason"] == "Created"}
+    assert f"created Deployment {namespace}/external-secrets" in created
+    assert f"created Secret {namespace}/external-secrets-webhook" in created
+
+    await user_objects.assert_untouched(kube)
+
+
+async def test_esm_is_created_at_start_up_when_missing(kube: Kube, operator_crds: None,
+                                                       start_operator: StartOperator) -> None:
+    await kube.delete(ESM_PATH)
+    assert await kube.get(ESM_PATH) is None
+    await start_operator()
+
+    async def created() -> dict[str, Any]:
+        esm = await kube.get(ESM_PATH)
+        assert esm is not None
+        return esm
+
+    esm = await eventually(created)
+    assert esm["spec"] == {}
+    labels = esm["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == "cluster"
+    assert labels["app.kubernetes.io/instance"] == "cluster"
+    assert labels["app.kubernetes.io/part-of"] == "external-secrets-operator"

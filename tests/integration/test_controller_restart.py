@@ -1,0 +1,94 @@
+"""Restarts write nothing; deleting the ExternalSecretsConfig stops management and leaves the
+operand running."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from manager.controllers.status import ESC_DELETED_MESSAGE
+from manager.kube import Kube
+from tests.integration.conftest import (
+    ESC_API,
+    ESM_PATH,
+    SCENARIO_NAMESPACES,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    managed_objects,
+    wait_condition,
+)
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+NAMESPACE = SCENARIO_NAMESPACES["restart"]
+
+
+async def snapshot(kube: Kube) -> dict[Any, str]:
+    """resourceVersion of every managed object, the ESC and the ESM."""
+    versions: dict[Any, str] = {
+        key: obj["metadata"]["resourceVersion"]
+        for key, obj in (await managed_objects(kube, NAMESPACE)).items()}
+    for path in (f"{ESC_API}/cluster", ESM_PATH):
+        versions[path] = (await kube.request("GET", path))["metadata"]["resourceVersion"]
+    return versions
+
+
+async def test_restart_over_an_installed_stack_writes_nothing(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    first = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_condition(esc, "Ready", "True")
+    await first.wait_idle()
+    assert first.log.writes(), "the first operator installed the operand"
+    await first.stop()
+    before = await snapshot(kube)
+
+    second = await start_operator()
+    await second.wait_idle(quiet=2.0)
+    runtime = second.runtime
+    assert runtime is not None
+    assert runtime.last_pass is not None
+    assert runtime.last_pass.result == "Ready"
+    # It did look: every desired object was read, every managed kind is watched.
+    reads = [url for method, url in second.log.requests if method == "GET"]
+    assert any("/deployments/external-secrets-webhook" in url for url in reads)
+    assert len(runtime.watcher.specs) >= 13
+    assert second.log.writes() == [], json.dumps(second.log.writes(), indent=1)
+    assert await snapshot(kube) == before
+    await user_objects.assert_untouched(kube)
+
+
+async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
+                                                  start_operator: StartOperator,
+                                                  user_objects: UserObjects) -> None:
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_condition(esc, "Ready", "True")
+    await operator.wait_idle()
+    before = {key: obj["metadata"]["uid"]
+              for key, obj in (await managed_objects(kube, NAMESPACE)).items()}
+    operator.log.requests.clear()
+
+    await kube.delete(f"{ESC_API}/cluster")
+
+    async def recorded() -> None:
+        esm = await kube.request("GET", ESM_PATH)
+        entries = {e["name"]: e for e in esm["status"]["controllerStatuses"]}
+        ready = {c["type"]: c for c in entries["external-secrets-controller"]["conditions"]}
+        assert ready["Ready"]["message"] == ESC_DELETED_MESSAGE
+
+    await eventually(recorded)
+    await operator.wait_idle()
+    after = {key: obj["metadata"]["uid"]
+             for key, obj in (await managed_objects(kube, NAMESPACE)).items()}
+    assert after == before
+    deletes = [url for method, url in operator.log.writes() if method == "DELETE"]
+    assert deletes == []
+    # Management stopped: no child watches remain, and drift is no longer repaired.
+    runtime = operator.runtime
+    assert runtime is not None
+    assert not runtime.watcher.specs
+    await user_objects.assert_untouched(kube)

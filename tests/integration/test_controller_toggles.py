@@ -1,0 +1,227 @@
+"""Optional components on and off, bad specs and missing dependencies, transient errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
+from manager.kube import CRD_COLLECTION, Kube, install_crds
+from manager.operator import load_crds
+from tests.integration.conftest import (
+    ESM_PATH,
+    SCENARIO_NAMESPACES,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    managed_objects,
+    wait_condition,
+)
+from tests.integration.test_controller_install import expected_objects
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+Keys = set[tuple[str, str, str]]
+
+CERT_MANAGER_CRDS = ("certificates.cert-manager.io", "issuers.cert-manager.io",
+                     "clusterissuers.cert-manager.io", "certificaterequests.cert-manager.io",
+                     "orders.acme.cert-manager.io", "challenges.acme.cert-manager.io")
+
+
+async def present(kube: Kube, namespace: str) -> Keys:
+    return set(await managed_objects(kube, namespace))
+
+
+async def wait_present(kube: Kube, namespace: str, wanted: Keys, absent: Keys = frozenset(),
+                       timeout: float = 20.0) -> Keys:
+    async def check() -> Keys:
+        found = await present(kube, namespace)
+        assert wanted <= found, f"missing {sorted(wanted - found)}"
+        assert not absent & found, f"still there {sorted(absent & found)}"
+        return found
+
+    result: Keys = await eventually(check, timeout)
+    return result
+
+
+async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator,
+                                     user_objects: UserObjects) -> None:
+    namespace = SCENARIO_NAMESPACES["bitwarden"]
+    base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
+    bitwarden = {**base, "appConfig": {"bitwardenSecretManagerProvider": {
+        "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}}
+    plain, with_bitwarden = expected_objects(base), expected_objects(bitwarden)
+    bitwarden_only = with_bitwarden - plain
+    assert {k[0] for k in bitwarden_only} >= {"Deployment", "Service", "ServiceAccount",
+                                              "NetworkPolicy"}
+
+    await start_operator()
+    await esc.create(base)
+    await wait_condition(esc, "Ready", "True")
+    installed = await wait_present(kube, namespace, plain)
+
+    # The TLS Secret is missing: Degraded naming the field and the fix; nothing changes.
+    await esc.patch_spec({"appConfig": bitwarden["appConfig"]})
+    degraded = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
+    assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in degraded["message"]
+    assert "bitwarden-tls" in degraded["message"]
+    assert (await esc.condition("Ready") or {})["status"] == "False"
+    assert await present(kube, namespace) == installed
+
+    # The Secret appears: the dependency watch ends the wait, bitwarden is installed.
+    await kube.create(f"/api/v1/namespaces/{namespace}/secrets",
+                      {"metadata": {"name": "bitwarden-tls"},
+                       "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
+                      field_manager="integration-tests")
+    await wait_condition(esc, "Ready", "True")
+    await wait_present(kube, namespace, with_bitwarden)
+    assert (await esc.get())["status"]["bitwardenSDKServerImage"]
+
+    # Off again: every bitwarden object is pruned; the user's TLS Secret stays.
+    await esc.patch_spec({"appConfig": {"bitwardenSecretManagerProvider": {"enabled": "false"}}})
+    await wait_present(kube, namespace, plain, absent=bitwarden_only)
+    await wait_condition(esc, "Ready", "True")
+    resource = await esc.get()
+    assert "bitwardenSDKServerImage" not in resource["status"]
+    assert await kube.get(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls") is not None
+    events = await kube.list("/api/v1/namespaces/default/events",
+                             field_selector=f"involvedObject.uid={resource['metadata']['uid']}")
+    deleted = {e["message"] for e in events["items"] if e["reason"] == "Deleted"}
+    assert f"deleted Deployment {namespace}/bitwarden-sdk-server" in deleted
+    await user_objects.assert_untouched(kube)
+
+
+async def remove_cert_manager_crds(kube: Kube) -> None:
+    for name in CERT_MANAGER_CRDS:
+        await kube.delete(f"{CRD_COLLECTION}/{name}")
+
+    async def gone() -> None:
+        served = await kube.get("/apis/cert-manager.io/v1")
+        assert not (served or {}).get("resources"), "cert-manager.io/v1 is still served"
+
+    await eventually(gone, timeout=60)
+
+
+async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: StartOperator,
+                               user_objects: UserObjects, crd_dir: Path) -> None:
+    namespace = SCENARIO_NAMESPACES["cert-manager"]
+    await remove_cert_manager_crds(kube)  # so that cert-manager arrives while the operator runs
+    base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
+    cert_manager = {"certManagerConfig": {"enabled": "true",
+                                          "issuerRef": {"name": "eso-issuer", "kind": "Issuer"}}}
+    plain = expected_objects(base)
+    with_cert_manager = expected_objects({**base, "appConfig": cert_manager})
+    cert_controller = plain - with_cert_manager
+    assert {k[0] for k in cert_controller} == {
+        "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "Service",
+        "NetworkPolicy"}
+
+    await start_operator()
+    await esc.create(base)
+    await wait_condition(esc, "Ready", "True")
+    installed = await wait_present(kube, namespace, plain)
+
+    # cert-manager is not installed: Degraded, and the cert-controller stays.
+    await esc.patch_spec({"appConfig": cert_manager})
+    degraded = await wait_condition(esc, "Degraded", "True", reason="CertManagerNotInstalled")
+    assert "spec.appConfig.certManagerConfig.enabled" in degraded["message"]
+    assert await present(kube, namespace) == installed
+
+    # cert-manager's CRDs arrive at run time: noticed without a restart; now the Issuer is
+    # missing, and the message names it. Still nothing is removed.
+    await install_crds(kube, load_crds(crd_dir / "cert-manager"), field_manager="cert-manager")
+    degraded = await wait_condition(esc, "Degraded", "True", reason="IssuerNotFound")
+    assert "spec.appConfig.certManagerConfig.issuerRef" in degraded["message"]
+    assert 'Issuer "eso-issuer" not found' in degraded["message"]
+    await wait_present(kube, namespace, cert_controller)
+
+    # The Issuer appears: the webhook Certificate is applied, then the cert-controller goes.
+    await kube.create(f"/apis/cert-manager.io/v1/namespaces/{namespace}/issuers",
+                      {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+                       "metadata": {"name": "eso-issuer"}, "spec": {"selfSigned": {}}},
+                      field_manager="integration-tests")
+    await wait_condition(esc, "Ready", "True")
+    found = await wait_present(kube, namespace, with_cert_manager, absent=cert_controller)
+    assert ("Certificate", namespace, "external-secrets-webhook") in found
+    await user_objects.assert_untouched(kube)
+
+    # The CRD annotator: every operand CRD gets cert-manager's injector annotation.
+    await esc.patch_spec({"appConfig": {"certManagerConfig": {"addInjectorAnnotations": "true"}}})
+
+    async def annotated(expected: str | None) -> int:
+        listing = await kube.list(CRD_COLLECTION)
+        operand = [c for c in listing["items"] if is_operand_crd(c["metadata"]["name"])]
+        assert operand
+        for crd in operand:
+            value = (crd["metadata"].get("annotations") or {}).get(INJECT_CA_FROM)
+            assert value == expected, crd["metadata"]["name"]
+        return len(operand)
+
+    count = await eventually(lambda: annotated(f"{namespace}/external-secrets-webhook"))
+
+    async def annotator_status() -> None:
+        esm = await kube.request("GET", ESM_PATH)
+        entries = {e["name"]: e for e in esm["status"]["controllerStatuses"]}
+        ready = {c["type"]: c for c in entries["crd-annotator"]["conditions"]}["Ready"]
+        assert ready["status"] == "True"
+        assert f"{count} operand CRDs carry {INJECT_CA_FROM}" in ready["message"]
+
+    await eventually(annotator_status)
+
+    # Switched off again: the annotation the operator applied is released (removed).
+    await esc.patch_spec({"appConfig": {"certManagerConfig": {"addInjectorAnnotations": "false"}}})
+    await eventually(lambda: annotated(None))
+    # Leave no cert-manager objects behind for later tests (removing the CRDs removes them).
+    await remove_cert_manager_crds(kube)
+
+
+async def test_invalid_spec_is_degraded_and_deletes_nothing(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    namespace = SCENARIO_NAMESPACES["invalid"]
+    await start_operator()
+    await esc.create({"controllerConfig": {"namespace": namespace}})
+    await wait_condition(esc, "Ready", "True")
+    before = {k: v["metadata"]["resourceVersion"]
+              for k, v in (await managed_objects(kube, namespace)).items()}
+
+    await esc.patch_spec({"appConfig": {"resources": {"requests": {"cpu": "2"},
+                                                      "limits": {"cpu": "1"}}}})
+    degraded = await wait_condition(esc, "Degraded", "True", reason="InvalidConfiguration")
+    assert "spec.appConfig.resources" in degraded["message"]
+    ready = await esc.condition("Ready")
+    assert ready is not None
+    assert ready["status"] == "False"
+    assert ready["observedGeneration"] == (await esc.get())["metadata"]["generation"]
+    await asyncio.sleep(1)
+    after = {k: v["metadata"]["resourceVersion"]
+             for k, v in (await managed_objects(kube, namespace)).items()}
+    assert after == before  # nothing applied, nothing deleted
+
+    await esc.patch_spec({"appConfig": {"resources": None}})
+    await wait_condition(esc, "Ready", "True")
+    assert (await esc.condition("Degraded") or {})["status"] == "False"
+    await user_objects.assert_untouched(kube)
+
+
+async def test_transient_error_shows_progressing_and_is_retried(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator) -> None:
+    """The real API server cannot fail on demand, so the test makes the operator's requests
+    for Deployments fail to connect for a while (a fake fault, in this process only)."""
+    namespace = SCENARIO_NAMESPACES["transient"]
+    operator = await start_operator()
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments/"
+    operator.log.fault = lambda method, url: method == "PATCH" and deployments in url
+    await esc.create({"controllerConfig": {"namespace": namespace}})
+
+    progressing = await wait_condition(esc, "Progressing", "True", reason="APIError")
+    assert "Deployment" in progressing["message"]
+    assert (await esc.condition("Ready") or {})["status"] == "False"
+    assert (await esc.condition("Degraded") or {})["status"] == "False"
+
+    operator.log.fault = None
+    await wait_condition(esc, "Ready", "True", timeout=40)
+    assert (await esc.condition("Progressing") or {})["status"] == "False"
+    assert ("Deployment", namespace, "external-secrets") in await present(kube, namespace)
