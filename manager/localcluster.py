@@ -157,6 +157,21 @@ class LocalControlPlane:
             if pid is not None:
                 _terminate(pid, timeout)
 
+    def restart_apiserver(self, downtime: float = 0.0, grace: float = 15.0,
+                          timeout: float = 60.0) -> None:
+        """Stop kube-apiserver (SIGTERM, SIGKILL after `grace` seconds), wait `downtime`
+        seconds, start it again on the same port and etcd (fault tests); a changed `audit`
+        setting takes effect."""
+        pid = self.pids.pop("kube-apiserver", None)
+        if pid is not None:
+            _terminate(pid, grace)
+        time.sleep(downtime)
+        if self.audit:
+            (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        self._spawn("kube-apiserver", self._apiserver_args())
+        self._wait(f"{self.server}/readyz", "kube-apiserver", time.monotonic() + timeout)
+        self._write_state()
+
     def __enter__(self) -> LocalControlPlane:
         self.start()
         return self
@@ -166,13 +181,22 @@ class LocalControlPlane:
 
     def get_json(self, path: str) -> dict[str, Any]:
         """GET `path` as the admin (used for readiness and version)."""
-        request = urllib.request.Request(
-            self.server + path, headers={"Authorization": f"Bearer {self.admin_token}"}
-        )
+        status, body = self._get(self.server + path, timeout=5)
+        if status != 200:
+            raise ControlPlaneError(f"GET {path} answered {status}")
+        document: dict[str, Any] = json.loads(body)
+        return document
+
+    def _get(self, url: str, timeout: float) -> tuple[int, bytes]:
+        """GET one of our own loopback http(s) URLs, trusting only our CA."""
+        if not url.startswith((f"https://{LOOPBACK}:", f"http://{LOOPBACK}:")):
+            raise ValueError(f"not a local control-plane URL: {url}")
+        headers = {"Authorization": f"Bearer {self.admin_token}"}
+        request = urllib.request.Request(url, headers=headers)  # noqa: S310 (checked above)
         context = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
-        with urllib.request.urlopen(request, context=context, timeout=5) as response:
-            body: dict[str, Any] = json.load(response)
-            return body
+        # The scheme and host are checked above, so no file: or remote URL is opened.
+        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:  # noqa: S310
+            return response.status, response.read()
 
     def _etcd_args(self) -> list[str]:
         client = f"http://{LOOPBACK}:{self.etcd_port}"
@@ -226,16 +250,12 @@ class LocalControlPlane:
         self.pids[name] = process.pid
 
     def _wait(self, url: str, name: str, deadline: float) -> None:
-        context = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
-        headers = {"Authorization": f"Bearer {self.admin_token}"}
         while time.monotonic() < deadline:
             if not _alive(self.pids[name]):
                 raise ControlPlaneError(f"{name} exited; see {self.workdir / name}.log")
             try:
-                request = urllib.request.Request(url, headers=headers)
-                with urllib.request.urlopen(request, context=context, timeout=2) as response:
-                    if response.status == 200:
-                        return
+                if self._get(url, timeout=2)[0] == 200:
+                    return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.2)

@@ -8,7 +8,9 @@ from typing import Final
 
 # The operand: its image, its version label and the CRDs the bundle ships.
 EXTERNAL_SECRETS_VERSION: Final = "v1.3.2"
-EXTERNAL_SECRETS_IMAGE: Final = f"ghcr.io/external-secrets/external-secrets:{EXTERNAL_SECRETS_VERSION}"
+EXTERNAL_SECRETS_IMAGE: Final = (
+    f"ghcr.io/external-secrets/external-secrets:{EXTERNAL_SECRETS_VERSION}"
+)
 BITWARDEN_SDK_SERVER_VERSION: Final = "v0.5.2"
 BITWARDEN_SDK_SERVER_IMAGE: Final = (
     f"ghcr.io/external-secrets/bitwarden-sdk-server:{BITWARDEN_SDK_SERVER_VERSION}"

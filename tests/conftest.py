@@ -80,8 +80,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    reports = [r for r in terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
-               if r.when == "call" and "cluster" in r.keywords]
+    outcomes = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+    reports = [r for r in outcomes if r.when == "call" and "cluster" in r.keywords]
     if _SESSION["version"]:
         terminalreporter.write_line(
             f"local control plane: kube-apiserver {_SESSION['version']}; "
