@@ -1,24 +1,37 @@
 # Developer verbs. Everything that talks to the local control plane runs inside a
 # loopback-only network namespace (hack/netns-run.sh): see docs/development.md.
+# Steps that need the Go module proxy (building the control plane and the bundle validator,
+# fetching the operand and cert-manager CRDs) run before entering that namespace; their
+# results are cached outside the repository.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 NETNS_RUN := hack/netns-run.sh
 PYTEST_ARGS ?=
+ESC ?= samples/esc-default.yaml
+IMG ?= quay.io/external-secrets-operator/external-secrets-operator:v$(shell sed -nE 's/^__version__ = "(.*)"/\1/p' manager/__init__.py)
+BUNDLE_IMG ?= $(IMG)-bundle
+CONTAINER_TOOL ?= $(shell command -v podman || command -v docker)
 
-.PHONY: help venv control-plane test test-unit run demo cluster-up cluster-down lint generate verify bundle bench clean
+.PHONY: help venv prereqs test test-unit run demo render cluster-up cluster-down lint \
+	generate verify bundle bundle-validate refresh-core-schemas update-golden bench \
+	image bundle-image e2e-kind clean
 
 help:
 	@echo "make test          install, build or reuse the control plane, run every test"
 	@echo "make run           run the operator (against \$$KUBECONFIG, or a local control plane)"
 	@echo "make demo          show the operator installing the stack on a local control plane"
+	@echo "make render        print the objects for ESC=$(ESC) without a cluster"
 	@echo "make cluster-up    start the local control plane (hack/local-cluster.sh up)"
 	@echo "make cluster-down  stop it"
 	@echo "make lint          ruff and mypy"
-	@echo "make generate      regenerate CRDs, API docs and the bundle"
+	@echo "make generate      regenerate CRDs, docs/api.md, operator manifests and bundle/"
 	@echo "make verify        fail if generated files are stale"
+	@echo "make bundle        regenerate bundle/ and validate it with the operator-framework"
 	@echo "make bench         measure speed and footprint (bench/results, docs/performance.md)"
+	@echo "make image         build the operator image (podman or docker)"
+	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
@@ -29,10 +42,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-control-plane:
-	bash hack/build-control-plane.sh
+# Built or fetched once per machine and version, cached in ~/.cache/eso-operator.
+prereqs:
+	bash hack/build-control-plane.sh >/dev/null
+	hack/fetch-crds.sh >/dev/null
+	hack/validate-bundle.sh --build >/dev/null
 
-test: venv control-plane
+test: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-unit: venv
@@ -45,6 +61,12 @@ run: venv
 	  bash hack/build-control-plane.sh >/dev/null && $(NETNS_RUN) $(PY) -m manager run --local; \
 	fi
 
+demo: venv prereqs
+	$(NETNS_RUN) $(PY) hack/demo.py
+
+render: venv
+	$(PY) -m manager render -f $(ESC)
+
 cluster-up: venv
 	hack/local-cluster.sh up
 
@@ -55,5 +77,49 @@ lint: venv
 	$(VENV)/bin/ruff check manager tests hack bench
 	$(VENV)/bin/mypy
 
+generate: venv
+	$(PY) -m manager generate
+	$(PY) -m manager bundle
+
+verify: venv
+	$(PY) -m manager generate --check
+	$(PY) -m manager bundle --check
+
+bundle: venv
+	$(PY) -m manager bundle
+	hack/validate-bundle.sh -strict
+
+refresh-core-schemas: venv
+	bash hack/build-control-plane.sh >/dev/null
+	$(NETNS_RUN) $(PY) -m manager generate --refresh-core-schemas
+
+update-golden: venv
+	UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/unit/test_render_golden.py -q
+
+bench: venv prereqs
+	$(NETNS_RUN) $(PY) bench/run.py
+
+image:
+	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+bundle-image: bundle
+	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make bundle-image needs podman or docker"; exit 1; }
+	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(BUNDLE_IMG) bundle
+
+e2e-kind: venv
+	hack/kind-e2e.sh
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# End-to-end, upgrade and uninstall helpers (tests/e2e, tests/upgrade, hack/upgrade-test.sh).
+.PHONY: e2e upgrade-test upgrade-kind
+e2e: venv prereqs
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/e2e $(PYTEST_ARGS)
+
+upgrade-test: venv prereqs
+	hack/upgrade-test.sh local $(PYTEST_ARGS)
+
+upgrade-kind: venv
+	hack/upgrade-test.sh kind $(PYTEST_ARGS)

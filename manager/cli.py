@@ -18,6 +18,9 @@ from manager import __version__
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.run",
     "manager.commands.cluster",
+    "manager.commands.generate",
+    "manager.commands.render",
+    "manager.commands.bundle",
 )
 
 

@@ -1,0 +1,391 @@
+"""`make bench`: speed and footprint of the operator on the local control plane.
+
+Each run starts a fresh operator process (authenticated as its own ServiceAccount, so the API
+server's audit log tells its requests apart from ours) and measures install, reconfigure,
+repair, start-up, idle request rates and memory. Figures are the median of the runs, with
+min and max, written to bench/results/latest.json and the table in docs/performance.md.
+
+Run it inside the loopback-only namespace: hack/netns-run.sh .venv/bin/python bench/run.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client, config
+
+from manager import localcluster
+from manager.operator import install_operator_crds
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "latest.json"
+DOC = ROOT / "docs" / "performance.md"
+MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
+OPERATOR_SA = ("bench-operator", "operator-identity")
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+READ_VERBS = {"get", "list"}
+POLL = 0.05
+
+
+@dataclass
+class Figures:
+    """One list of samples per figure, one sample per run."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.samples.setdefault(name, []).append(round(value, 3))
+        print(f"  {name}: {value:.3f}", flush=True)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        return {name: {"median": statistics.median(values), "min": min(values),
+                       "max": max(values), "runs": values}
+                for name, values in self.samples.items()}
+
+
+# --- the cluster side ---------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, plane: localcluster.LocalControlPlane, api: client.ApiClient):
+        self.plane = plane
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    async def operator_kubeconfig(self) -> Path:
+        """A kubeconfig with the token of a dedicated ServiceAccount (cluster-admin)."""
+        namespace, name = OPERATOR_SA
+        await self.core.create_namespace({"metadata": {"name": namespace}})
+        await self.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+        await client.RbacAuthorizationV1Api(self.api).create_cluster_role_binding({
+            "metadata": {"name": "bench-operator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        })
+        token = (await self.core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 86400}})).status.token
+        kubeconfig = yaml.safe_load(self.plane.kubeconfig.read_text())
+        kubeconfig["users"][0]["user"] = {"token": token}
+        path = self.plane.workdir / "operator.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        return path
+
+    async def esc(self) -> dict[str, Any] | None:
+        try:
+            body: dict[str, Any] = await self.custom.get_cluster_custom_object(
+                "operator.openshift.io", "v1alpha1", "externalsecretsconfigs", "cluster")
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return body
+
+    async def ready(self) -> bool:
+        esc = await self.esc()
+        conditions = (esc or {}).get("status", {}).get("conditions", [])
+        generation = (esc or {}).get("metadata", {}).get("generation")
+        return any(c["type"] == "Ready" and c["status"] == "True"
+                   and c.get("observedGeneration") == generation for c in conditions)
+
+    async def managed_objects(self, namespace: str) -> list[dict[str, Any]]:
+        """Every managed object of the operand, by kubectl (all kinds at once)."""
+        kinds = ("serviceaccounts,services,secrets,deployments,roles,rolebindings,"
+                 "networkpolicies")
+        out = await kubectl(self.plane, "get", kinds, "-n", namespace, "-l", MANAGED, "-o", "json")
+        cluster = await kubectl(self.plane, "get", "clusterroles,clusterrolebindings,"
+                                "validatingwebhookconfigurations,namespaces", "-l", MANAGED,
+                                "-o", "json")
+        return [*json.loads(out)["items"], *json.loads(cluster)["items"]]
+
+    async def clear_operand(self) -> None:
+        """Remove what a previous run left: the ESC and the cluster-scoped objects (operand
+        namespaces cannot be deleted without a controller-manager, so each run has its own)."""
+        await kubectl(self.plane, "delete", "externalsecretsconfigs", "--all", "--wait=false")
+        await kubectl(self.plane, "delete", "clusterroles,clusterrolebindings,"
+                      "validatingwebhookconfigurations", "-l", MANAGED, "--wait=false")
+
+    async def create_unrelated(self, run: int, count: int) -> None:
+        namespace = f"unrelated-{run}"
+        await self.core.create_namespace({"metadata": {"name": namespace}})
+        gate = asyncio.Semaphore(16)
+
+        async def one(index: int) -> None:
+            body = {"metadata": {"name": f"noise-{index}"}, "data": {"k": "dmFsdWU="}}
+            async with gate:
+                if index % 2:
+                    await self.core.create_namespaced_secret(namespace, body)
+                else:
+                    await self.core.create_namespaced_config_map(
+                        namespace, {"metadata": body["metadata"], "data": {"k": "value"}})
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def kubectl(plane: localcluster.LocalControlPlane, *args: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {err.decode()}")
+    return out.decode()
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> float:
+    """Seconds until `check()` holds."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if await check():
+            return time.monotonic() - started
+        await asyncio.sleep(POLL)
+    raise TimeoutError(f"{check} did not hold within {timeout}s")
+
+
+# --- the operator process -----------------------------------------------------------------
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: Path, log: Path, resync_seconds: float):
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.resync_seconds = resync_seconds
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "manager", "run", "--kubeconfig", str(self.kubeconfig),
+             "--resync-seconds", str(self.resync_seconds)],
+            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, "POD_NAMESPACE": "default"})
+
+    def rss_mb(self) -> float:
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+    def passes(self) -> list[str]:
+        return [line for line in self.log.read_text().splitlines() if "action=pass " in line]
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# --- audit-log counting -------------------------------------------------------------------
+
+
+class Audit:
+    """Requests of the operator's identity, counted from the API server's audit log."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.user = f"system:serviceaccount:{OPERATOR_SA[0]}:{OPERATOR_SA[1]}"
+
+    def mark(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def since(self, mark: int) -> list[dict[str, Any]]:
+        with self.path.open("rb") as log:
+            log.seek(mark)
+            entries = [json.loads(line) for line in log.read().splitlines() if line.strip()]
+        return [e for e in entries if e.get("user", {}).get("username") == self.user]
+
+    @staticmethod
+    def count(entries: list[dict[str, Any]], verbs: set[str]) -> int:
+        return sum(1 for e in entries if e.get("verb") in verbs)
+
+
+# --- one run ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Session:
+    """What every run shares."""
+
+    bench: Bench
+    audit: Audit
+    operator_kubeconfig: Path
+    args: argparse.Namespace
+    figures: Figures
+
+
+async def one_run(session: Session, run: int) -> None:
+    await session.bench.clear_operand()
+    log = session.bench.plane.workdir / f"operator-{run}.log"
+    operator = OperatorProcess(session.operator_kubeconfig, log, session.args.resync_seconds)
+
+    async def first_pass_done() -> bool:
+        return len(operator.passes()) >= 1
+
+    operator.start()
+    await wait_until(first_pass_done, timeout=60)
+    session.figures.add("startup_to_first_pass_s", time.monotonic() - operator.started)
+    try:
+        await _measure(session, operator, run)
+    finally:
+        operator.stop()
+
+
+async def _measure(session: Session, operator: OperatorProcess, run: int) -> None:
+    bench, audit, args, figures = session.bench, session.audit, session.args, session.figures
+    namespace = f"bench-operand-{run}"
+    mark = audit.mark()
+    await bench.custom.create_cluster_custom_object(
+        "operator.openshift.io", "v1alpha1", "externalsecretsconfigs",
+        {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
+         "metadata": {"name": "cluster"},
+         "spec": {"controllerConfig": {"namespace": namespace}}})
+    figures.add("install_s", await wait_until(bench.ready))
+    await asyncio.sleep(2)  # let the pass that follows its own writes finish
+    install = audit.since(mark)
+    figures.add("install_requests", len(install))
+    figures.add("install_writes", Audit.count(install, WRITE_VERBS))
+    expected = len(await bench.managed_objects(namespace))
+    figures.add("managed_objects", expected)
+
+    label = f"run-{run}"
+
+    async def labelled() -> bool:
+        objects = await bench.managed_objects(namespace)
+        return len(objects) >= expected and all(
+            o["metadata"].get("labels", {}).get("bench") == label for o in objects)
+
+    await bench.custom.patch_cluster_custom_object(
+        "operator.openshift.io", "v1alpha1", "externalsecretsmanagers", "cluster",
+        {"spec": {"globalConfig": {"labels": {"bench": label}}}},
+        _content_type="application/merge-patch+json")
+    figures.add("reconfigure_s", await wait_until(labelled))
+
+    old = await bench.apps.read_namespaced_deployment("external-secrets", namespace)
+    await bench.apps.delete_namespaced_deployment("external-secrets", namespace)
+
+    async def recreated() -> bool:
+        try:
+            new = await bench.apps.read_namespaced_deployment("external-secrets", namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return bool(new.metadata.uid != old.metadata.uid)
+
+    figures.add("repair_s", await wait_until(recreated))
+    await wait_until(bench.ready)
+    await asyncio.sleep(3)
+
+    figures.add("rss_idle_mb", operator.rss_mb())
+    mark = audit.mark()
+    await asyncio.sleep(args.idle_seconds)
+    idle = audit.since(mark)
+    figures.add("idle_writes", Audit.count(idle, WRITE_VERBS))
+    resyncs = args.idle_seconds / args.resync_seconds
+    figures.add("reads_per_resync", Audit.count(idle, READ_VERBS) / resyncs)
+
+    await bench.create_unrelated(run, args.unrelated)
+    await asyncio.sleep(5)
+    figures.add("rss_after_unrelated_mb", operator.rss_mb())
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+LABELS = {
+    "install_s": "install: ESC created → every object applied and Ready=True (s)",
+    "reconfigure_s": "reconfigure: ESM label changed → on every managed object (s)",
+    "repair_s": "repair: managed Deployment deleted → re-created (s)",
+    "startup_to_first_pass_s": "start-up: process start → first pass complete (s)",
+    "install_requests": "API requests per full install pass (count)",
+    "install_writes": "… of which writes (count)",
+    "managed_objects": "managed objects of the default install (count)",
+    "idle_writes": "API writes per idle window (count)",
+    "reads_per_resync": "API reads per periodic resync (count)",
+    "rss_idle_mb": "operator RSS, idle (MB)",
+    "rss_after_unrelated_mb": "operator RSS after unrelated Secrets and ConfigMaps (MB)",
+}
+
+
+def machine() -> str:
+    memory = Path("/proc/meminfo").read_text().split()[1]
+    return (f"{platform.machine()}, {os.cpu_count()} cores, {int(memory) // 1024 // 1024} GiB, "
+            f"Python {platform.python_version()}")
+
+
+def write_results(summary: dict[str, Any], meta: dict[str, Any]) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"meta": meta, "figures": summary}, indent=2) + "\n")
+    rows = [f"| {LABELS.get(name, name)} | {v['median']:g} | {v['min']:g} | {v['max']:g} |"
+            for name, v in summary.items()]
+    table = "\n".join(["| figure | median | min | max |", "|---|---|---|---|", *rows])
+    text = DOC.read_text()
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    facts = (f"Measured {meta['date']} on {meta['machine']}, kube-apiserver {meta['kube']}; "
+             f"{meta['runs']} runs, idle window {meta['idle_seconds']} s per run with a "
+             f"{meta['resync_seconds']} s resync, {meta['unrelated']} unrelated objects per run.")
+    DOC.write_text(f"{head}{start}\n{facts}\n\n{table}\n{end}{tail}")
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    localcluster.require_loopback_only_network()
+    workdir = Path(tempfile.mkdtemp(prefix="eso-bench-"))
+    plane = localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir, audit=True)
+    figures = Figures()
+    with plane:
+        await install_operator_crds(plane.kubeconfig)
+        configuration = client.Configuration()
+        await config.load_kube_config(config_file=str(plane.kubeconfig),
+                                      client_configuration=configuration)
+        async with client.ApiClient(configuration) as api:
+            bench = Bench(plane, api)
+            session = Session(bench, Audit(plane.audit_log), await bench.operator_kubeconfig(),
+                              args, figures)
+            for run in range(args.runs):
+                print(f"run {run + 1}/{args.runs}", flush=True)
+                await one_run(session, run)
+        meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "machine": machine(),
+                "kube": plane.version, "runs": args.runs, "idle_seconds": args.idle_seconds,
+                "resync_seconds": args.resync_seconds, "unrelated": args.unrelated}
+    write_results(figures.summary(), meta)
+    print(json.dumps(figures.summary(), indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--idle-seconds", type=float, default=60.0,
+                        help="idle window per run (5 runs x 60 s = 5 idle minutes)")
+    parser.add_argument("--resync-seconds", type=float, default=30.0)
+    parser.add_argument("--unrelated", type=int, default=5000)
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
