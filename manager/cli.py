@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.generate",
     "manager.commands.render",
     "manager.commands.bundle",
+    "manager.commands.uninstall",
 )
 
 

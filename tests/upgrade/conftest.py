@@ -1,0 +1,17 @@
+"""Fixtures of the upgrade test: the operator's own client for the cluster under test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from manager.kube import Kube, load_configuration
+from tests.conftest import Cluster
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def admin(cluster: Cluster) -> AsyncIterator[Kube]:
+    kube = Kube(await load_configuration(cluster.kubeconfig))
+    yield kube
+    await kube.close()
