@@ -123,3 +123,8 @@ upgrade-test: venv prereqs
 
 upgrade-kind: venv
 	hack/upgrade-test.sh kind $(PYTEST_ARGS)
+
+# Resilience suites (tests/resilience, docs/resilience.md): faults, hostile input, privilege.
+.PHONY: test-resilience
+test-resilience: venv prereqs
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/resilience $(PYTEST_ARGS)
