@@ -57,7 +57,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         return
     localcluster.require_loopback_only_network()
     bin_dir = localcluster.ensure_binaries()
-    plane = localcluster.LocalControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"))
+    # The audit log lets tests count the operator's requests at the server (tests/resilience).
+    plane = localcluster.LocalControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"),
+                                           audit=True)
     with plane:
         _SESSION["version"] = plane.version
         yield Cluster(plane.kubeconfig, str(plane.kubectl), plane.version, plane)

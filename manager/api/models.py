@@ -65,13 +65,19 @@ class ProxyConfig(ApiModel):
     """ProxyConfig is for setting the proxy configurations which will be made available
     in operand containers managed by the operator as environment variables."""
 
-    http_proxy: Annotated[str | None, Field(min_length=0, max_length=2048)] = None
+    http_proxy: Annotated[
+        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+    ] = None
     """httpProxy is the URL of the proxy for HTTP requests."""
 
-    https_proxy: Annotated[str | None, Field(min_length=0, max_length=2048)] = None
+    https_proxy: Annotated[
+        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+    ] = None
     """httpsProxy is the URL of the proxy for HTTPS requests."""
 
-    no_proxy: Annotated[str | None, Field(min_length=0, max_length=4096)] = None
+    no_proxy: Annotated[
+        str | None, Field(min_length=0, max_length=4096), Schema(rules=rules.PROXY_VALUE)
+    ] = None
     """noProxy is a comma-separated list of hostnames and/or CIDRs and/or IPs for which the
     proxy should not be used."""
 

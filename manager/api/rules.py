@@ -249,6 +249,18 @@ DURATION = (
     ),
 )
 
+# Added: a proxy value ends up in every operand container's environment; a control character
+# (a pasted newline, a tab) is never part of a proxy URL or a no-proxy list.
+PROXY_VALUE = (
+    Rule(
+        rule=r"!self.matches('[\\x00-\\x1f\\x7f]')",
+        message="must not contain control characters such as newlines or tabs",
+        origin="added",
+        note="A control character is never part of a proxy URL or list; it would reach every "
+        "operand container's environment.",
+    ),
+)
+
 # --- labels and node selectors (added: the API server would refuse such labels on every
 # object the operator creates, so the installation could never succeed) --------------------
 

@@ -124,8 +124,6 @@ class OperatorRuntime:
             number += 1
             started = time.monotonic()
             report = await self._run_pass()
-            if report is not None:
-                self.watcher.set_specs(report.watches)
             result, writes = self._schedule_retry(report, "retry" in reasons)
             logger.info("action=pass number=%d result=%s writes=%d seconds=%.3f reasons=%s",
                         number, result, writes, time.monotonic() - started,
@@ -135,8 +133,12 @@ class OperatorRuntime:
                 self.passes_done.notify_all()
 
     async def _run_pass(self) -> PassReport | None:
+        """One pass and the watches it asks for; any failure ends as a retried pass, never
+        as a dead worker."""
         try:
-            return await self.reconciler.run_pass()
+            report = await self.reconciler.run_pass()
+            self.watcher.set_specs(report.watches)
+            return report
         except ApiError as error:  # reading the CRs or writing status failed
             logger.warning("action=reconcile result=error error=%r", str(error))
         except Exception:  # a bug must not stop the operator; it is retried with backoff

@@ -7,9 +7,8 @@ per request, see LocalControlPlane.audit); requests of that ServiceAccount are t
 operator's, and the suites count them, list the permissions they used, and look for
 forbidden responses.
 
-The session's control plane is shared with the other suites; if it was started without an
-audit log, the first resilience test turns it on by restarting kube-apiserver (same etcd,
-same port). Each test uses its own operand namespace (namespaces never finish deleting
+The session's control plane is shared with the other suites and starts with its audit log
+on (tests/conftest.py). Each test uses its own operand namespace (namespaces never finish deleting
 here), and leaves no ExternalSecretsConfig behind.
 """
 
@@ -128,9 +127,7 @@ def control_plane(cluster: Cluster) -> localcluster.LocalControlPlane:
     if plane is None:
         pytest.skip("the resilience suites restart kube-apiserver and read its audit log: "
                     "they need the local control plane, not USE_EXISTING_CLUSTER")
-    if not plane.audit:
-        plane.audit = True
-        restart_apiserver(plane)
+    assert plane.audit, "tests/conftest.py starts the session control plane with its audit log"
     return plane
 
 
