@@ -94,11 +94,19 @@ def _owns_list(fields: JsonObject, items: list[Any]) -> bool:
     if keyed:  # an associative list: each item is owned under its key fields
         return all(_owns_keyed_item(keyed, item) for item in items)
     if any(k.startswith("v:") for k in fields):  # a set of scalars
-        return all(f"v:{json.dumps(item, separators=(',', ':'))}" in fields for item in items)
+        # Compare decoded members: the server's JSON escaping differs from Python's (it
+        # leaves non-ASCII alone and escapes <, >, &). The type is part of the identity,
+        # because in Python True == 1.
+        owned = {_typed(json.loads(k[2:])) for k in fields if k.startswith("v:")}
+        return all(_typed(item) in owned for item in items)
     if any(k.startswith("i:") for k in fields):  # granular by index
         return all(f"i:{index}" in fields and owns_all(fields[f"i:{index}"], item)
                    for index, item in enumerate(items))
     return False  # children of an unknown kind: apply rather than guess
+
+
+def _typed(value: Any) -> tuple[str, str]:
+    return type(value).__name__, json.dumps(value, sort_keys=True)
 
 
 def _owns_keyed_item(keyed: JsonObject, item: Any) -> bool:

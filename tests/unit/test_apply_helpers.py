@@ -1,0 +1,146 @@
+"""Pure parts of manager.apply: object identity, REST paths, what pruning may delete and in
+which order, error texts."""
+
+from __future__ import annotations
+
+import pytest
+
+from manager.apply.discovery import Resource, group_version_path
+from manager.apply.prune import (
+    MANAGED_SELECTOR,
+    NEVER_PRUNED_KINDS,
+    deletion_rank,
+    owned_by_us,
+)
+from manager.apply.results import (
+    Action,
+    ObjectError,
+    ObjectRef,
+    ObjectResult,
+    TerminatingObjectError,
+)
+from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
+from manager.kube import ApiError, JsonObject
+from manager.render.state import renderable_kinds
+
+# --- ObjectRef ------------------------------------------------------------------------------
+
+
+def test_a_ref_is_read_from_an_object() -> None:
+    namespaced = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "external-secrets", "namespace": "es"}}
+    cluster_scoped = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                      "metadata": {"name": "external-secrets-controller"}}
+    assert ObjectRef.of(namespaced) == ObjectRef("apps/v1", "Deployment", "es",
+                                                 "external-secrets")
+    assert ObjectRef.of(cluster_scoped).namespace == ""
+    assert str(ObjectRef.of(namespaced)) == "Deployment es/external-secrets"
+    assert str(ObjectRef.of(cluster_scoped)) == "ClusterRole external-secrets-controller"
+
+
+def test_identity_ignores_the_version_but_not_the_group() -> None:
+    v1 = ObjectRef("cert-manager.io/v1", "Certificate", "es", "webhook")
+    v1beta1 = ObjectRef("cert-manager.io/v1beta1", "Certificate", "es", "webhook")
+    other_group = ObjectRef("example.io/v1", "Certificate", "es", "webhook")
+    assert v1.identity() == v1beta1.identity()
+    assert v1.identity() != other_group.identity()
+    assert ObjectRef("v1", "Secret", "es", "s").group == ""
+    assert ObjectRef("v1", "Secret", "es", "s").identity() != \
+        ObjectRef("v1", "Secret", "other", "s").identity()
+
+
+def test_only_real_actions_count_as_writes() -> None:
+    ref = ObjectRef("v1", "Secret", "es", "s")
+    assert not ObjectResult(ref, Action.UNCHANGED).wrote
+    assert all(ObjectResult(ref, action).wrote
+               for action in (Action.CREATED, Action.UPDATED, Action.DELETED))
+
+
+def test_error_texts_name_the_verb_the_object_and_the_server_message() -> None:
+    ref = ObjectRef("apps/v1", "Deployment", "es", "external-secrets")
+    error = ObjectError(ref, "apply", ApiError(422, "Invalid", "spec.replicas: must be >= 0"))
+    assert str(error) == ("apply Deployment es/external-secrets: 422 Invalid: "
+                          "spec.replicas: must be >= 0")
+    assert not error.transient
+    assert ObjectError(ref, "delete", ApiError(503, "ServiceUnavailable", "later")).transient
+    assert str(TerminatingObjectError(ref)).startswith("Deployment es/external-secrets is being")
+
+
+# --- Resource paths -------------------------------------------------------------------------
+
+
+def test_core_and_group_paths() -> None:
+    secrets = Resource("v1", "Secret", "secrets", namespaced=True)
+    roles = Resource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False)
+    assert secrets.object_path("tls", "es") == "/api/v1/namespaces/es/secrets/tls"
+    assert secrets.collection_path("es") == "/api/v1/namespaces/es/secrets"
+    assert secrets.collection_path() == "/api/v1/secrets"  # all namespaces
+    assert roles.object_path("r") == "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
+    # A namespace given for a cluster-scoped kind is ignored, not put in the path.
+    assert roles.object_path("r", "es") == "/apis/rbac.authorization.k8s.io/v1/clusterroles/r"
+    assert group_version_path("v1") == "/api/v1"
+    assert group_version_path("apps/v1") == "/apis/apps/v1"
+
+
+def test_a_namespaced_object_path_needs_a_namespace() -> None:
+    with pytest.raises(ValueError, match="namespaced"):
+        Resource("v1", "Secret", "secrets", namespaced=True).object_path("tls")
+
+
+def test_names_are_escaped_in_paths() -> None:
+    secrets = Resource("v1", "Secret", "secrets", namespaced=True)
+    assert secrets.object_path("a/b?c", "es") == "/api/v1/namespaces/es/secrets/a%2Fb%3Fc"
+
+
+# --- prune: what may be deleted, in which order ---------------------------------------------
+
+
+def labelled(labels: dict[str, str], managers: list[tuple[str, str]]) -> JsonObject:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "es", "labels": labels,
+                         "managedFields": [{"manager": manager, "operation": operation,
+                                            "fieldsType": "FieldsV1",
+                                            "fieldsV1": {"f:metadata": {}}}
+                                           for manager, operation in managers]}}
+
+
+OUR_LABEL = {MANAGED_BY_LABEL: OPERATOR_NAME}
+
+
+def test_an_object_we_applied_with_our_label_is_ours() -> None:
+    assert MANAGED_SELECTOR == "app.kubernetes.io/managed-by=external-secrets-operator"
+    assert owned_by_us(labelled(OUR_LABEL, [(FIELD_MANAGER, "Apply")]))
+
+
+@pytest.mark.parametrize(("labels", "managers"), [
+    (OUR_LABEL, [("kubectl-client-side-apply", "Update")]),  # copied our labels
+    (OUR_LABEL, [(FIELD_MANAGER, "Update")]),                # not applied by us
+    (OUR_LABEL, []),
+    ({MANAGED_BY_LABEL: "someone-else"}, [(FIELD_MANAGER, "Apply")]),
+    ({}, [(FIELD_MANAGER, "Apply")]),
+], ids=["label-copied", "our-update-only", "no-managed-fields", "other-label", "no-label"])
+def test_anything_else_is_never_ours_to_delete(labels: dict[str, str],
+                                               managers: list[tuple[str, str]]) -> None:
+    assert not owned_by_us(labelled(labels, managers))
+
+
+def test_every_kind_the_renderer_produces_has_a_deletion_rank() -> None:
+    for _, kind in renderable_kinds():
+        if kind not in NEVER_PRUNED_KINDS:
+            assert deletion_rank(kind) >= 0, kind
+    assert "Namespace" in NEVER_PRUNED_KINDS
+
+
+@pytest.mark.parametrize(("first", "then"), [
+    ("ValidatingWebhookConfiguration", "Service"),   # no webhook points at a missing Service
+    ("ValidatingWebhookConfiguration", "Deployment"),
+    ("Deployment", "Secret"),
+    ("Deployment", "ServiceAccount"),
+    ("Deployment", "ClusterRole"),
+    ("RoleBinding", "Role"),
+    ("ClusterRoleBinding", "ClusterRole"),
+    ("ClusterRole", "ServiceAccount"),
+    ("Certificate", "Secret"),
+])
+def test_dependents_are_deleted_before_what_they_depend_on(first: str, then: str) -> None:
+    assert deletion_rank(first) < deletion_rank(then)

@@ -1,0 +1,277 @@
+"""status: ESC conditions and ESM controllerStatuses, written only when they change."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from manager.controllers.status import (
+    CONDITION_TYPES,
+    CONTROLLER_CRD_ANNOTATOR,
+    CONTROLLER_ESC,
+    CONTROLLER_ESM,
+    ControllerState,
+    Outcome,
+    OutcomeKind,
+    esc_status_update,
+    esm_status_update,
+    merge_conditions,
+    simple_state,
+)
+from manager.kube import JsonObject
+
+T0 = "2026-01-01T00:00:00Z"
+T1 = "2026-01-01T00:05:00Z"
+T2 = "2026-01-01T00:10:00Z"
+
+# metav1.Condition.reason, as the ESC CRD validates it (minLength 1 and this pattern).
+REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+READY = Outcome(OutcomeKind.READY, "Reconciled", "all 42 objects are applied")
+DEGRADED = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", 'Issuer "ca" not found')
+RETRYING = Outcome(OutcomeKind.RETRYING, "APIError", "GET /api/v1: 503 ServiceUnavailable")
+IMAGES = ("registry.example/external-secrets:v1", None)
+
+
+def by_type(conditions: list[JsonObject]) -> dict[str, JsonObject]:
+    return {c["type"]: c for c in conditions}
+
+
+def status_after(status: JsonObject, patch: JsonObject | None) -> JsonObject:
+    """What the server stores after the JSON merge patch `patch` of `.status`."""
+    merged = {**status, **(patch or {})}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def written(outcome: Outcome, generation: int | None = 1, now: str = T0,
+            status: JsonObject | None = None) -> JsonObject:
+    patch = esc_status_update(status or {}, outcome, generation, IMAGES, now)
+    assert patch is not None
+    return status_after(status or {}, patch)
+
+
+# --- Outcome → conditions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("outcome", "expected"), [
+    (READY, {"Ready": "True", "Degraded": "False", "Progressing": "False"}),
+    (DEGRADED, {"Ready": "False", "Degraded": "True", "Progressing": "False"}),
+    (RETRYING, {"Ready": "False", "Degraded": "False", "Progressing": "True"}),
+], ids=["ready", "degraded", "retrying"])
+def test_each_outcome_sets_all_three_conditions(outcome: Outcome,
+                                                expected: dict[str, str]) -> None:
+    conditions = outcome.conditions()
+    assert {c.type: c.status for c in conditions} == expected
+    assert tuple(c.type for c in conditions) == CONDITION_TYPES
+    for condition in conditions:
+        assert REASON_PATTERN.match(condition.reason), condition
+
+
+def test_ready_carries_the_message_and_problems_are_explained() -> None:
+    ready = {c.type: c for c in READY.conditions()}
+    assert ready["Ready"].message == READY.message
+    assert ready["Ready"].reason == "Reconciled"
+
+    degraded = {c.type: c for c in DEGRADED.conditions()}
+    assert degraded["Ready"].message == degraded["Degraded"].message == DEGRADED.message
+    assert degraded["Degraded"].reason == "IssuerNotFound"
+    assert degraded["Progressing"].reason == "WaitingForFix"
+
+    retrying = {c.type: c for c in RETRYING.conditions()}
+    assert retrying["Ready"].message == RETRYING.message
+    assert retrying["Progressing"].reason == "APIError"
+    assert retrying["Progressing"].message.startswith(RETRYING.message)
+    assert "retrying" in retrying["Progressing"].message
+    assert retrying["Degraded"].message == ""
+
+
+# --- merge_conditions -----------------------------------------------------------------------
+
+
+def test_first_conditions_take_the_current_time_and_generation() -> None:
+    merged = merge_conditions([], READY.conditions(), 3, T0)
+    assert [c["type"] for c in merged] == list(CONDITION_TYPES)
+    for condition in merged:
+        assert condition["lastTransitionTime"] == T0
+        assert condition["observedGeneration"] == 3
+    assert by_type(merged)["Ready"] == {"type": "Ready", "status": "True",
+                                        "reason": "Reconciled", "message": READY.message,
+                                        "lastTransitionTime": T0, "observedGeneration": 3}
+
+
+def test_transition_time_moves_only_for_conditions_whose_status_flipped() -> None:
+    before = merge_conditions([], READY.conditions(), 1, T0)
+    after = by_type(merge_conditions(before, DEGRADED.conditions(), 1, T1))
+    assert after["Ready"]["lastTransitionTime"] == T1        # True → False
+    assert after["Degraded"]["lastTransitionTime"] == T1     # False → True
+    assert after["Progressing"]["lastTransitionTime"] == T0  # False → False
+    assert after["Progressing"]["reason"] == "WaitingForFix"  # reason follows anyway
+
+
+def test_without_a_generation_no_observed_generation_is_written() -> None:
+    merged = merge_conditions([], READY.conditions(), None, T0)
+    assert all("observedGeneration" not in c for c in merged)
+
+
+def test_conditions_of_other_writers_are_kept() -> None:
+    foreign = {"type": "Upgradeable", "status": "True", "reason": "AsExpected", "message": "",
+               "lastTransitionTime": "2025-01-01T00:00:00Z"}
+    merged = merge_conditions([foreign], READY.conditions(), 1, T0)
+    assert foreign in merged
+    assert len(merged) == 4
+
+
+# --- esc_status_update: write only on change ------------------------------------------------
+
+
+def test_the_first_pass_writes_conditions_and_images() -> None:
+    patch = esc_status_update({}, READY, 1, ("es:v1", "bw:v1"), T0)
+    assert patch is not None
+    assert [c["type"] for c in patch["conditions"]] == list(CONDITION_TYPES)
+    assert patch["externalSecretsImage"] == "es:v1"
+    assert patch["bitwardenSDKServerImage"] == "bw:v1"
+
+
+@pytest.mark.parametrize("outcome", [READY, DEGRADED, RETRYING],
+                         ids=["ready", "degraded", "retrying"])
+def test_the_same_outcome_again_writes_nothing(outcome: Outcome) -> None:
+    status = written(outcome)
+    assert esc_status_update(status, outcome, 1, IMAGES, T1) is None
+
+
+def test_a_new_generation_alone_is_written_keeping_transition_times() -> None:
+    status = written(READY, generation=1)
+    patch = esc_status_update(status, READY, 2, IMAGES, T1)
+    assert patch is not None
+    for condition in patch["conditions"]:
+        assert condition["observedGeneration"] == 2
+        assert condition["lastTransitionTime"] == T0
+
+
+def test_a_new_message_alone_is_written_keeping_transition_times() -> None:
+    status = written(READY)
+    other = Outcome(OutcomeKind.READY, "Reconciled", "all 43 objects are applied")
+    patch = esc_status_update(status, other, 1, IMAGES, T1)
+    assert patch is not None
+    ready = by_type(patch["conditions"])["Ready"]
+    assert ready["message"] == other.message
+    assert ready["lastTransitionTime"] == T0
+
+
+def test_a_status_flip_is_written_with_new_transition_times() -> None:
+    status = written(READY)
+    patch = esc_status_update(status, RETRYING, 1, IMAGES, T1)
+    assert patch is not None
+    conditions = by_type(patch["conditions"])
+    assert conditions["Ready"]["status"] == "False"
+    assert conditions["Ready"]["lastTransitionTime"] == T1
+    assert conditions["Progressing"]["status"] == "True"
+    assert conditions["Progressing"]["lastTransitionTime"] == T1
+    assert conditions["Degraded"]["lastTransitionTime"] == T0
+    # Recovery flips them back.
+    recovered = esc_status_update(status_after(status, patch), READY, 1, IMAGES, T2)
+    assert recovered is not None
+    assert by_type(recovered["conditions"])["Ready"]["lastTransitionTime"] == T2
+
+
+def test_a_foreign_condition_does_not_cause_writes_and_survives_them() -> None:
+    foreign = {"type": "Upgradeable", "status": "True", "reason": "AsExpected", "message": "",
+               "lastTransitionTime": "2025-01-01T00:00:00Z"}
+    status = written(READY)
+    status["conditions"] = [*status["conditions"], foreign]
+    assert esc_status_update(status, READY, 1, IMAGES, T1) is None
+    patch = esc_status_update(status, DEGRADED, 1, IMAGES, T1)
+    assert patch is not None
+    assert foreign in patch["conditions"]
+
+
+def test_the_order_of_stored_conditions_does_not_cause_writes() -> None:
+    status = written(DEGRADED)
+    status["conditions"] = list(reversed(status["conditions"]))
+    assert esc_status_update(status, DEGRADED, 1, IMAGES, T1) is None
+
+
+def test_unknown_images_leave_the_recorded_ones_alone() -> None:
+    status = written(READY)
+    status["bitwardenSDKServerImage"] = "bw:v1"
+    patch = esc_status_update(status, DEGRADED, 1, None, T1)
+    assert patch is not None
+    assert "externalSecretsImage" not in patch
+    assert "bitwardenSDKServerImage" not in patch
+    assert esc_status_update(status_after(status, patch), DEGRADED, 1, None, T2) is None
+
+
+def test_changed_images_alone_are_written() -> None:
+    status = written(READY)
+    patch = esc_status_update(status, READY, 1, ("registry.example/es:v2", None), T1)
+    assert patch == {"externalSecretsImage": "registry.example/es:v2"}
+
+
+def test_bitwarden_switched_off_removes_its_image() -> None:
+    status = written(READY)
+    patch = esc_status_update(status, READY, 1, (IMAGES[0], "bw:v1"), T1)
+    assert patch == {"bitwardenSDKServerImage": "bw:v1"}
+    status = status_after(status, patch)
+    patch = esc_status_update(status, READY, 1, (IMAGES[0], None), T2)
+    assert patch == {"bitwardenSDKServerImage": None}  # null: a merge patch removes it
+    assert "bitwardenSDKServerImage" not in status_after(status, patch)
+
+
+# --- ESM controllerStatuses -----------------------------------------------------------------
+
+
+def test_simple_state_pairs_ready_and_degraded() -> None:
+    fine = simple_state(CONTROLLER_ESM, True, "observed", 4)
+    assert {c.type: (c.status, c.message) for c in fine.conditions} == {
+        "Ready": ("True", "observed"), "Degraded": ("False", "")}
+    broken = simple_state(CONTROLLER_ESM, False, "bad globalConfig", 4)
+    assert {c.type: (c.status, c.message) for c in broken.conditions} == {
+        "Ready": ("False", "bad globalConfig"), "Degraded": ("True", "bad globalConfig")}
+
+
+def test_a_controller_entry_has_the_esm_condition_shape() -> None:
+    state = ControllerState(CONTROLLER_ESC, READY.conditions(), 7)
+    entry = state.as_status()
+    assert entry["name"] == CONTROLLER_ESC
+    assert entry["observedGeneration"] == 7
+    # The ESM's Condition has type, status and message only (no reason, no time).
+    assert entry["conditions"][0] == {"type": "Ready", "status": "True",
+                                      "message": READY.message}
+    assert all(set(c) == {"type", "status", "message"} for c in entry["conditions"])
+    assert "observedGeneration" not in ControllerState(CONTROLLER_ESC, (), None).as_status()
+
+
+def esm_states(outcome: Outcome = READY, esm_ok: bool = True) -> list[ControllerState]:
+    return [ControllerState(CONTROLLER_ESC, outcome.conditions(), 1),
+            simple_state(CONTROLLER_ESM, esm_ok, "observed" if esm_ok else "bad", 2),
+            simple_state(CONTROLLER_CRD_ANNOTATOR, True, "inactive", None)]
+
+
+def test_esm_status_lists_every_controller_and_is_written_once() -> None:
+    patch = esm_status_update({}, esm_states(), T0)
+    assert patch is not None
+    assert [e["name"] for e in patch["controllerStatuses"]] == [
+        CONTROLLER_ESC, CONTROLLER_ESM, CONTROLLER_CRD_ANNOTATOR]
+    assert patch["lastTransitionTime"] == T0
+    assert esm_status_update(status_after({}, patch), esm_states(), T1) is None
+
+
+@pytest.mark.parametrize("states", [
+    esm_states(DEGRADED), esm_states(esm_ok=False), esm_states()[:2],
+], ids=["esc-degraded", "esm-degraded", "controller-gone"])
+def test_esm_status_is_written_when_any_entry_changes(states: list[ControllerState]) -> None:
+    status = status_after({}, esm_status_update({}, esm_states(), T0))
+    patch = esm_status_update(status, states, T1)
+    assert patch is not None
+    assert patch["controllerStatuses"] == [state.as_status() for state in states]
+    assert patch["lastTransitionTime"] == T1
+
+
+def test_esm_condition_statuses_are_valid() -> None:
+    patch = esm_status_update({}, esm_states(RETRYING), T0)
+    assert patch is not None
+    for controller in patch["controllerStatuses"]:
+        for condition in controller["conditions"]:
+            assert condition["status"] in {"True", "False"}
+            assert isinstance(condition["message"], str)
