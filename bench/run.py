@@ -112,9 +112,10 @@ class Bench:
                  "networkpolicies")
         out = await kubectl(self.plane, "get", kinds, "-n", namespace, "-l", MANAGED, "-o", "json")
         cluster = await kubectl(self.plane, "get", "clusterroles,clusterrolebindings,"
-                                "validatingwebhookconfigurations,namespaces", "-l", MANAGED,
-                                "-o", "json")
-        return [*json.loads(out)["items"], *json.loads(cluster)["items"]]
+                                "validatingwebhookconfigurations", "-l", MANAGED, "-o", "json")
+        # Earlier runs' operand namespaces stay (nothing deletes namespaces here): only this one.
+        own = await kubectl(self.plane, "get", "namespace", namespace, "-o", "json")
+        return [*json.loads(out)["items"], *json.loads(cluster)["items"], json.loads(own)]
 
     async def clear_operand(self) -> None:
         """Remove what a previous run left: the ESC and the cluster-scoped objects (operand
