@@ -32,8 +32,8 @@ from kubernetes_asyncio import client, config
 
 from manager import localcluster
 from manager.operator import install_operator_crds
+from manager.paths import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 DOC = ROOT / "docs" / "performance.md"
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"

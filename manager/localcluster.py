@@ -29,7 +29,8 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from manager.paths import REPO_ROOT
+
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
 LOOPBACK = "127.0.0.1"
 ADMIN_USER = "admin"

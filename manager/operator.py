@@ -27,10 +27,11 @@ from manager.constants import FIELD_MANAGER
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.kube import JsonObject, Kube, install_crds, load_configuration
+from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
 
-CRDS_DIR = localcluster.REPO_ROOT / "manifests" / "crds"
+CRDS_DIR = REPO_ROOT / "manifests" / "crds"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from manager.olm import bundle, crds, identity, rbac
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from manager.paths import REPO_ROOT
 
 
 def register(subparsers: Any) -> None:

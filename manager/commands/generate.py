@@ -22,8 +22,7 @@ from typing import Any
 
 from manager import localcluster
 from manager.api import artefacts, core_schemas
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from manager.paths import REPO_ROOT
 
 
 def register(subparsers: Any) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +17,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from manager.api.docs import EXAMPLES
+from manager.paths import REPO_ROOT
 from tests.api.cases import Case, load_cases, stored_body
 from tests.conftest import Cluster
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "manifests" / "crds"
 GROUP, VERSION = "operator.openshift.io", "v1alpha1"
 CASES = load_cases()

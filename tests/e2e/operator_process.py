@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def free_port() -> int:
     with socket.socket() as probe:

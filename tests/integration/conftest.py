@@ -35,10 +35,10 @@ import yaml
 from manager.controllers.runtime import OperatorRuntime
 from manager.kube import ApiError, Kube, install_crds, load_configuration
 from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
+from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
 from tests.conftest import Cluster
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FETCH_CRDS = REPO_ROOT / "hack" / "fetch-crds.sh"
 RBAC_FILE = REPO_ROOT / "manifests" / "operator" / "rbac.yaml"
 

@@ -21,9 +21,9 @@ import yaml
 
 from manager import versions
 from manager.olm import bundle, crds, identity, operator_manifests, rbac
+from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VALIDATE = REPO_ROOT / "hack" / "validate-bundle.sh"
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FETCH_SCRIPT = REPO_ROOT / "hack" / "fetch-crds.sh"
 
 # The operand kinds the operator's own objects refer to (webhooks, RBAC, samples).

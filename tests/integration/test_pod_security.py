@@ -17,7 +17,6 @@ import copy
 import json
 import os
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,10 +24,11 @@ import yaml
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.config import OperatorEnvironment, effective_config
+from manager.paths import REPO_ROOT
 from manager.render import render_operand
 from tests.conftest import Cluster
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = REPO_ROOT / "samples"
 ESC_SAMPLES = sorted(path.name for path in SAMPLES.glob("esc-*.yaml"))
 
 

@@ -24,10 +24,10 @@ import yaml
 from manager.api.models import ExternalSecretsConfig, ExternalSecretsManager
 from manager.commands.render import dump_objects
 from manager.config import OperatorEnvironment, effective_config
+from manager.paths import REPO_ROOT as ROOT
 from manager.render import render_operand
 from tests.conftest import Cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 MATRIX: dict[str, dict[str, Any]] = yaml.safe_load(
     (ROOT / "tests" / "golden" / "matrix.yaml").read_text())

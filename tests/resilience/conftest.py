@@ -37,6 +37,7 @@ from manager import localcluster
 from manager.apply.discovery import Discovery
 from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
+from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.integration import conftest as integration
 from tests.integration.conftest import (
@@ -60,7 +61,6 @@ crd_dir = integration.crd_dir
 operator_crds = integration.operator_crds
 operand_crds = integration.operand_crds
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_USER = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{SERVICE_ACCOUNT}"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 CERT_MANAGER_GROUP_PATH = "/apis/cert-manager.io/v1"

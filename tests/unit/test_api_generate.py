@@ -14,8 +14,8 @@ import pytest
 from manager.api import artefacts, docs, rules
 from manager.api.crd import crds
 from manager.api.markers import Rule
+from manager.paths import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ESC = "operator.openshift.io_externalsecretsconfigs.yaml"
 ESM = "operator.openshift.io_externalsecretsmanagers.yaml"
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from manager.paths import REPO_ROOT as ROOT
+
 BIN = Path(sys.executable).parent
 
 

@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from manager.cli import main
+from manager.paths import REPO_ROOT
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = REPO_ROOT / "samples"
 
 
 def write(tmp_path: Path, text: str, name: str = "esc.yaml") -> str:

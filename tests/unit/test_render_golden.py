@@ -11,7 +11,6 @@ import difflib
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +19,9 @@ import yaml
 from manager.api.models import ExternalSecretsConfig, ExternalSecretsManager
 from manager.commands.render import dump_objects
 from manager.config import OperatorEnvironment, effective_config
+from manager.paths import REPO_ROOT as ROOT
 from manager.render import render_operand
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 SAMPLES = ROOT / "samples"
 MATRIX: dict[str, dict[str, Any]] = yaml.safe_load((GOLDEN / "matrix.yaml").read_text())
