@@ -30,8 +30,9 @@ import openshift_client as oc
 import pytest
 import yaml
 
+from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.e2e.operator_process import REPO_ROOT, OperatorProcess
+from tests.e2e.operator_process import OperatorProcess
 
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 SAMPLE = REPO_ROOT / "samples" / "esc-namespace.yaml"

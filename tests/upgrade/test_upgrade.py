@@ -44,8 +44,9 @@ import pytest_asyncio
 
 from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
+from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.e2e.operator_process import REPO_ROOT, OperatorProcess
+from tests.e2e.operator_process import OperatorProcess
 from tests.upgrade.snapshot import (
     Renderings,
     Snapshot,
