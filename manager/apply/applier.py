@@ -46,15 +46,10 @@ class Applier:
         except ApiError as error:
             raise ObjectError(ref, "apply", error) from error
         action = Action.CREATED if live is None else Action.UPDATED
-        logger.info("action=apply result=%s kind=%s name=%s", action, ref.kind,
-                    _where(ref))
+        logger.info("action=apply result=%s kind=%s name=%s", action, ref.kind, ref.where)
         return ObjectResult(ref, action)
 
     async def apply_all(self, objects: Iterable[JsonObject]) -> list[ObjectResult]:
         """Apply in order; the first failure stops the sequence (later objects may depend on
         earlier ones) and is raised."""
         return [await self.apply(obj) for obj in objects]
-
-
-def _where(ref: ObjectRef) -> str:
-    return f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name

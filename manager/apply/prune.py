@@ -86,6 +86,5 @@ class Pruner:
             await self.kube.delete(path, uid=obj["metadata"].get("uid"))
         except ApiError as error:
             raise ObjectError(ref, "delete", error) from error
-        logger.info("action=delete result=deleted kind=%s name=%s", ref.kind,
-                    f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name)
+        logger.info("action=delete result=deleted kind=%s name=%s", ref.kind, ref.where)
         return ObjectResult(ref, Action.DELETED)

@@ -31,9 +31,13 @@ class ObjectRef:
         """Group, kind, namespace and name: the same object whatever version is used."""
         return (self.group, self.kind, self.namespace, self.name)
 
+    @property
+    def where(self) -> str:
+        """`namespace/name`, or `name` for a cluster-scoped object (as logs print it)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
     def __str__(self) -> str:
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.kind} {where}"
+        return f"{self.kind} {self.where}"
 
 
 class Action(enum.StrEnum):
