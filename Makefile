@@ -8,6 +8,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 NETNS_RUN := hack/netns-run.sh
+# The simulated cluster (devcluster/) is development tooling, not part of the package.
+DEVCLUSTER := PYTHONPATH=$(CURDIR) $(PY) -m devcluster
 PYTEST_ARGS ?=
 ESC ?= samples/esc-default.yaml
 IMG ?= quay.io/external-secrets-operator/external-secrets-operator:v$(shell sed -nE 's/^__version__ = "(.*)"/\1/p' manager/__init__.py)
@@ -20,10 +22,10 @@ CONTAINER_TOOL ?= $(shell command -v podman || command -v docker)
 
 help:
 	@echo "make test          install, build or reuse the control plane, run every test"
-	@echo "make run           run the operator (against \$$KUBECONFIG, or a local control plane)"
-	@echo "make demo          show the operator installing the stack on a local control plane"
+	@echo "make run           run the operator (against \$$KUBECONFIG, or a simulated cluster)"
+	@echo "make demo          show the operator installing the stack on a simulated cluster"
 	@echo "make render        print the objects for ESC=$(ESC) without a cluster"
-	@echo "make cluster-up    start the local control plane (hack/local-cluster.sh up)"
+	@echo "make cluster-up    start the simulated cluster (hack/local-cluster.sh up)"
 	@echo "make cluster-down  stop it"
 	@echo "make lint          ruff and mypy"
 	@echo "make generate      regenerate CRDs, docs/api.md, operator manifests and bundle/"
@@ -45,6 +47,8 @@ venv: $(VENV)/.installed
 # Built or fetched once per machine and version, cached in ~/.cache/eso-operator.
 prereqs:
 	bash hack/build-control-plane.sh >/dev/null
+	bash hack/build-tool.sh kwok >/dev/null
+	bash hack/build-tool.sh external-secrets >/dev/null
 	hack/fetch-crds.sh >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
 
@@ -58,11 +62,12 @@ run: venv
 	@if [ -n "$$KUBECONFIG" ]; then \
 	  $(PY) -m manager run; \
 	else \
-	  bash hack/build-control-plane.sh >/dev/null && $(NETNS_RUN) $(PY) -m manager run --local; \
+	  $(MAKE) --no-print-directory prereqs && \
+	  $(NETNS_RUN) $(DEVCLUSTER) run -- $(PY) -m manager run; \
 	fi
 
 demo: venv prereqs
-	$(NETNS_RUN) $(PY) hack/demo.py
+	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) hack/demo.py
 
 render: venv
 	$(PY) -m manager render -f $(ESC)
@@ -74,7 +79,7 @@ cluster-down: venv
 	hack/local-cluster.sh down
 
 lint: venv
-	$(VENV)/bin/ruff check manager tests hack bench
+	$(VENV)/bin/ruff check manager devcluster tests hack bench
 	$(VENV)/bin/mypy
 
 generate: venv
@@ -89,9 +94,8 @@ bundle: venv
 	$(PY) -m manager bundle
 	hack/validate-bundle.sh -strict
 
-refresh-core-schemas: venv
-	bash hack/build-control-plane.sh >/dev/null
-	$(NETNS_RUN) $(PY) -m manager generate --refresh-core-schemas
+refresh-core-schemas: venv prereqs
+	$(NETNS_RUN) $(DEVCLUSTER) run -- $(PY) -m manager generate --refresh-core-schemas
 
 update-golden: venv
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/unit/test_render_golden.py -q

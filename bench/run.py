@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
-from manager import localcluster
+from devcluster import controlplane
 from manager.operator import install_operator_crds
 from manager.paths import REPO_ROOT as ROOT
 
@@ -63,7 +63,7 @@ class Figures:
 
 
 class Bench:
-    def __init__(self, plane: localcluster.LocalControlPlane, api: client.ApiClient):
+    def __init__(self, plane: controlplane.LocalControlPlane, api: client.ApiClient):
         self.plane = plane
         self.api = api
         self.core = client.CoreV1Api(api)
@@ -141,7 +141,7 @@ class Bench:
         await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def kubectl(plane: localcluster.LocalControlPlane, *args: str) -> str:
+async def kubectl(plane: controlplane.LocalControlPlane, *args: str) -> str:
     process = await asyncio.create_subprocess_exec(
         str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -355,9 +355,9 @@ def write_results(summary: dict[str, Any], meta: dict[str, Any]) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    localcluster.require_loopback_only_network()
+    controlplane.require_loopback_only_network()
     workdir = Path(tempfile.mkdtemp(prefix="eso-bench-"))
-    plane = localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir, audit=True)
+    plane = controlplane.LocalControlPlane(controlplane.ensure_binaries(), workdir, audit=True)
     figures = Figures()
     with plane:
         await install_operator_crds(plane.kubeconfig)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd from the published Go modules, once per
-# machine and version, into a cache outside the repository.
+# Builds the Kubernetes binaries of the local cluster (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl) and etcd from the published Go modules, once per machine and
+# version, into a cache outside the repository.
 #
 #   hack/build-control-plane.sh          build (or reuse) and print the bin directory
 #
@@ -14,9 +15,12 @@ BIN_DIR="$CACHE_ROOT/$KUBE_VERSION/bin"
 
 log() { echo "[build-control-plane] $*" >&2; }
 
+COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
 cached_version_ok() {
-  [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kubectl" ] && [ -x "$BIN_DIR/etcd" ] &&
-    "$BIN_DIR/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION"
+  local command
+  for command in "${COMMANDS[@]}" etcd; do [ -x "$BIN_DIR/$command" ] || return 1; done
+  "$BIN_DIR/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION"
 }
 
 # One build at a time per machine: concurrent callers wait, then reuse the result.
@@ -67,9 +71,9 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
 ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-log "building kube-apiserver, kubectl, etcd (a cold build takes many minutes)"
+log "building ${COMMANDS[*]} and etcd (a cold build takes many minutes)"
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  "${COMMANDS[@]/#/k8s.io/kubernetes/cmd/}"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" ./etcd
 log "built in $(( $(date +%s) - start ))s: $("$BIN_DIR/kube-apiserver" --version)"
 cached_version_ok || { log "built binaries do not report $KUBE_VERSION"; exit 1; }

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from manager import localcluster
+from devcluster import controlplane
 from manager.operator import OperatorOptions, configure_logging, install_operator_crds, serve
 
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
@@ -22,7 +22,7 @@ KINDS = ("namespaces,serviceaccounts,clusterroles,clusterrolebindings,roles,role
          "secrets,services,deployments,networkpolicies,validatingwebhookconfigurations")
 
 
-def kubectl(plane: localcluster.LocalControlPlane, *args: str) -> str:
+def kubectl(plane: controlplane.LocalControlPlane, *args: str) -> str:
     return subprocess.run([str(plane.kubectl), f"--kubeconfig={plane.kubeconfig}", *args],
                           capture_output=True, text=True, check=True).stdout
 
@@ -31,7 +31,7 @@ def say(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-async def wait_ready(plane: localcluster.LocalControlPlane, timeout: float = 60) -> float:
+async def wait_ready(plane: controlplane.LocalControlPlane, timeout: float = 60) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         esc = json.loads(kubectl(plane, "get", "esc", "cluster", "-o", "json"))
@@ -42,7 +42,7 @@ async def wait_ready(plane: localcluster.LocalControlPlane, timeout: float = 60)
     raise TimeoutError("ExternalSecretsConfig/cluster did not become Ready")
 
 
-async def demo(plane: localcluster.LocalControlPlane) -> None:
+async def demo(plane: controlplane.LocalControlPlane) -> None:
     await install_operator_crds(plane.kubeconfig)
     stop = asyncio.Event()
     operator = asyncio.create_task(serve(OperatorOptions(kubeconfig=str(plane.kubeconfig),
@@ -75,9 +75,9 @@ async def demo(plane: localcluster.LocalControlPlane) -> None:
 
 def main() -> int:
     configure_logging()
-    localcluster.require_loopback_only_network()
-    workdir = localcluster.temporary_workdir()
-    with localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir) as plane:
+    controlplane.require_loopback_only_network()
+    workdir = controlplane.temporary_workdir()
+    with controlplane.LocalControlPlane(controlplane.ensure_binaries(), workdir) as plane:
         say(f"local control plane: kube-apiserver {plane.version} at {plane.server}")
         asyncio.run(demo(plane))
     return 0

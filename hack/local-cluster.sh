@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The local control plane for people, in a named loopback-only network namespace.
+# The simulated cluster for people, in a named loopback-only network namespace.
 #
-#   hack/local-cluster.sh up        build (once) and start etcd + kube-apiserver
+#   hack/local-cluster.sh up        build (once) and start it: control plane, controllers,
+#                                   kwok nodes, the pod runner, and every CRD the operator needs
 #   hack/local-cluster.sh env       print the KUBECONFIG export
 #   hack/local-cluster.sh exec CMD  run CMD inside the namespace (kubectl, the operator, ...)
 #   hack/local-cluster.sh down      stop it and remove the namespace
@@ -14,29 +15,33 @@ NETNS=${ESO_NETNS:-eso-local}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh" 2>/dev/null)
+# Everything that needs the Go module proxy happens here, before entering the namespace.
+bash "$ROOT/hack/build-tool.sh" kwok >/dev/null
+bash "$ROOT/hack/build-tool.sh" external-secrets >/dev/null
+bash "$ROOT/hack/fetch-crds.sh" >/dev/null
 STATE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/local-cluster/$NETNS
 
-in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" "$@"; }
+in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" PYTHONPATH="$ROOT" "$@"; }
 
 case "${1:-}" in
   up)
     ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
     ip netns exec "$NETNS" ip link set lo up
-    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m manager cluster up --dir "$STATE_DIR"
+    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m devcluster up --dir "$STATE_DIR"
     echo "use it with: $0 exec kubectl get ns   (kubectl: $BIN_DIR/kubectl)"
     ;;
-  env) "$PY" -m manager cluster env --dir "$STATE_DIR" ;;
+  env) PYTHONPATH="$ROOT" "$PY" -m devcluster env --dir "$STATE_DIR" ;;
   exec)
     shift
-    KUBECONFIG=$("$PY" -m manager cluster env --dir "$STATE_DIR" | sed 's/^export KUBECONFIG=//') \
+    KUBECONFIG=$(PYTHONPATH="$ROOT" "$PY" -m devcluster env --dir "$STATE_DIR" | sed 's/^export KUBECONFIG=//') \
       in_ns "$@"
     ;;
   down)
     if ip netns list | grep -qw "$NETNS"; then
-      in_ns "$PY" -m manager cluster down --dir "$STATE_DIR"
+      in_ns "$PY" -m devcluster down --dir "$STATE_DIR"
       ip netns del "$NETNS"
     else
-      "$PY" -m manager cluster down --dir "$STATE_DIR"
+      PYTHONPATH="$ROOT" "$PY" -m devcluster down --dir "$STATE_DIR"
     fi
     ;;
   *) echo "usage: $0 up|env|exec CMD...|down" >&2; exit 2 ;;

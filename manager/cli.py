@@ -17,7 +17,6 @@ from manager import __version__
 # Modules that contribute subcommands, in the order `--help` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.run",
-    "manager.commands.cluster",
     "manager.commands.generate",
     "manager.commands.render",
     "manager.commands.bundle",

@@ -1,10 +1,8 @@
 """The operator process: kopf for the two custom resources, our runtime for everything else.
 
-`run_operator(local=False)` runs against $KUBECONFIG (or ~/.kube/config, or the in-cluster
-service account). `run_operator(local=True)` first starts a local control plane (etcd +
-kube-apiserver on loopback; only inside hack/netns-run.sh), installs the operator's CRDs
-from manifests/crds and runs against it. `serve()` is the asynchronous core, also used by
-the integration tests to run the operator in-process.
+`run_operator()` runs against $KUBECONFIG (or ~/.kube/config, or the in-cluster service
+account); `make run` starts a simulated cluster for it when none is given. `serve()` is the
+asynchronous core, also used by the integration tests to run the operator in-process.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import sys
 import threading
 from dataclasses import dataclass
@@ -21,7 +18,6 @@ from pathlib import Path
 import kopf
 import yaml
 
-from manager import localcluster
 from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
 from manager.controllers.handlers import build_registry
@@ -97,29 +93,8 @@ async def install_operator_crds(kubeconfig: Path, directory: Path = CRDS_DIR) ->
         await kube.close()
 
 
-def run_operator(local: bool, *, kubeconfig: str | None = None,
-                 liveness_endpoint: str | None = None, verbose: bool = False,
-                 resync_seconds: float = DEFAULT_RESYNC_SECONDS) -> int:
+def run_operator(*, kubeconfig: str | None = None, liveness_endpoint: str | None = None,
+                 verbose: bool = False, resync_seconds: float = DEFAULT_RESYNC_SECONDS) -> int:
     configure_logging(verbose)
-    options = OperatorOptions(kubeconfig, liveness_endpoint, resync_seconds)
-    if not local:
-        asyncio.run(serve(options))
-        return 0
-    localcluster.require_loopback_only_network()
-    workdir = localcluster.temporary_workdir()
-    plane = localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir)
-    try:
-        _run_local(plane, options)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    asyncio.run(serve(OperatorOptions(kubeconfig, liveness_endpoint, resync_seconds)))
     return 0
-
-
-def _run_local(plane: localcluster.LocalControlPlane, options: OperatorOptions) -> None:
-    with plane:
-        logger.info("action=local-cluster server=%s kubeconfig=%s", plane.server,
-                    plane.kubeconfig)
-        asyncio.run(install_operator_crds(plane.kubeconfig))
-        asyncio.run(serve(OperatorOptions(str(plane.kubeconfig), options.liveness_endpoint,
-                                          options.resync_seconds)))
-

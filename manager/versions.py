@@ -22,3 +22,17 @@ KUBE_VERSION: Final = "v1.34.4"
 # The operator-framework's validators (github.com/operator-framework/api) that
 # hack/validate-bundle.sh builds to check bundle/.
 OPERATOR_FRAMEWORK_API_VERSION: Final = "v0.43.0"
+
+# --- Development and test tools: never shipped, built by hack/build-*.sh into a cache. ---
+# kwok simulates the nodes and pods of the local cluster (docs/development.md).
+KWOK_VERSION: Final = "v0.8.0"
+# The operand binary that runs on the simulated cluster. The shipped operand
+# (EXTERNAL_SECRETS_VERSION) cannot be built from the Go module proxy: its go.mod replaces
+# 56 nested modules that the proxy does not serve. v0.16.2 builds, accepts every flag the
+# operator renders (tests/integration/test_operand_flags.py checks both releases) and serves
+# the same v1 ExternalSecret and SecretStore APIs.
+SIMULATION_EXTERNAL_SECRETS_VERSION: Final = "v0.16.2"
+# cert-manager for the simulated cluster's cert-manager scenarios. The CRDs stay at
+# CERT_MANAGER_VERSION; v1.21.2's commands are in nested modules the proxy does not serve,
+# and v1.11.5 is the newest release whose controller, webhook and cainjector build.
+SIMULATION_CERT_MANAGER_VERSION: Final = "v1.11.5"

@@ -1,8 +1,9 @@
-"""Shared fixtures: a real kube-apiserver for every test that asks for one.
+"""Shared fixtures: a real cluster for every test that asks for one.
 
-By default a local control plane (etcd + kube-apiserver, built from the published Go
-modules) is started once per session. With USE_EXISTING_CLUSTER=1 the same tests run
-against the cluster in $KUBECONFIG instead (kind, OpenShift).
+By default the simulated cluster (devcluster: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler built from the published Go modules, two kwok nodes, and the pod runner that
+runs the operand's real binaries) is started once per session. With USE_EXISTING_CLUSTER=1
+the same tests run against the cluster in $KUBECONFIG instead (kind, OpenShift).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from manager import localcluster
+from devcluster import controlplane
+from devcluster.cluster import SimulatedCluster
 
 _SESSION: dict[str, object] = {"version": None}
 
@@ -29,7 +31,12 @@ class Cluster:
     kubeconfig: Path
     kubectl_path: str
     version: str
-    local: localcluster.LocalControlPlane | None
+    simulated: SimulatedCluster | None
+
+    @property
+    def local(self) -> controlplane.LocalControlPlane | None:
+        """The local control plane (restarts, audit log), when the cluster is simulated."""
+        return self.simulated.plane if self.simulated else None
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 ) -> subprocess.CompletedProcess[str]:
@@ -55,14 +62,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if os.environ.get("USE_EXISTING_CLUSTER") == "1":
         yield _existing_cluster()
         return
-    localcluster.require_loopback_only_network()
-    bin_dir = localcluster.ensure_binaries()
+    controlplane.require_loopback_only_network()
     # The audit log lets tests count the operator's requests at the server (tests/resilience).
-    plane = localcluster.LocalControlPlane(bin_dir, tmp_path_factory.mktemp("control-plane"),
-                                           audit=True)
-    with plane:
+    simulated = SimulatedCluster(tmp_path_factory.mktemp("cluster"), audit=True)
+    with simulated:
+        plane = simulated.plane
         _SESSION["version"] = plane.version
-        yield Cluster(plane.kubeconfig, str(plane.kubectl), plane.version, plane)
+        yield Cluster(plane.kubeconfig, str(plane.kubectl), plane.version, simulated)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -86,6 +92,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     reports = [r for r in outcomes if r.when == "call" and "cluster" in r.keywords]
     if _SESSION["version"]:
         terminalreporter.write_line(
-            f"local control plane: kube-apiserver {_SESSION['version']}; "
+            f"simulated cluster: kube-apiserver {_SESSION['version']}; "
             f"{len(reports)} tests ran against it"
         )

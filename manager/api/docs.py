@@ -342,7 +342,7 @@ def _core_note() -> str:
         f"{snapshot['kubernetesVersion']} serves at `{snapshot['source']}`, with references "
         "resolved and quantities as int-or-string with the Quantity pattern. They are kept in "
         "`manager/api/core_v1_schemas.json`; refresh them with "
-        "`hack/netns-run.sh .venv/bin/python -m manager generate --refresh-core-schemas`.\n"
+        "`make refresh-core-schemas`.\n"
     )
 
 

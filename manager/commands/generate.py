@@ -5,8 +5,8 @@
   python -m manager generate --refresh-core-schemas refresh manager/api/core_v1_schemas.json
                                                     from a control plane, then write
 
---refresh-core-schemas reads the OpenAPI of the cluster in $KUBECONFIG when it is set, and
-otherwise starts a throw-away local control plane (run it inside hack/netns-run.sh).
+--refresh-core-schemas reads the OpenAPI of the cluster in $KUBECONFIG (`make
+refresh-core-schemas` runs it against a throw-away simulated cluster).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from manager import localcluster
 from manager.api import artefacts, core_schemas
 from manager.paths import REPO_ROOT
 
@@ -82,12 +81,10 @@ def _check(root: Path, files: dict[Path, str]) -> int:
 
 def _refresh_core_schemas() -> Path:
     kubeconfig = os.environ.get("KUBECONFIG")
-    if kubeconfig:
-        return core_schemas.refresh_snapshot(*_kubectl_source(kubeconfig))
-    localcluster.require_loopback_only_network()
-    workdir = localcluster.temporary_workdir()
-    with localcluster.LocalControlPlane(localcluster.ensure_binaries(), workdir) as plane:
-        return core_schemas.refresh_snapshot(plane.get_json, plane.version)
+    if not kubeconfig:  # `make refresh-core-schemas` runs this inside `devcluster run`
+        raise SystemExit("--refresh-core-schemas reads the API server in $KUBECONFIG; "
+                         "run `make refresh-core-schemas` for a local one")
+    return core_schemas.refresh_snapshot(*_kubectl_source(kubeconfig))
 
 
 def _kubectl_source(kubeconfig: str) -> tuple[Any, str]:

@@ -11,10 +11,8 @@ from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run the operator against $KUBECONFIG (or, with --local, a local control plane)",
+        help="run the operator against $KUBECONFIG (or the in-cluster service account)",
     )
-    parser.add_argument("--local", action="store_true",
-                        help="start a local control plane first and run against it")
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
                         "in-cluster service account)")
@@ -31,6 +29,6 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from manager.operator import run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
 
-    return run_operator(local=args.local, kubeconfig=args.kubeconfig,
+    return run_operator(kubeconfig=args.kubeconfig,
                         liveness_endpoint=args.liveness, verbose=args.verbose,
                         resync_seconds=args.resync_seconds)

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from manager import localcluster
+from devcluster import controlplane
 from manager.apply.discovery import Discovery
 from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
@@ -121,7 +121,7 @@ def writes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def control_plane(cluster: Cluster) -> localcluster.LocalControlPlane:
+def control_plane(cluster: Cluster) -> controlplane.LocalControlPlane:
     """The session's local control plane, with its audit log on."""
     plane = cluster.local
     if plane is None:
@@ -143,7 +143,7 @@ RESTARTS: list[Restart] = []
 RBAC_WARM_UP = timedelta(seconds=10)
 
 
-def restart_apiserver(plane: localcluster.LocalControlPlane, downtime: float = 0.0,
+def restart_apiserver(plane: controlplane.LocalControlPlane, downtime: float = 0.0,
                       grace: float = 15.0) -> None:
     began = datetime.now(UTC)
     plane.restart_apiserver(downtime, grace)
@@ -151,7 +151,7 @@ def restart_apiserver(plane: localcluster.LocalControlPlane, downtime: float = 0
     RESTARTS.append(Restart(began, datetime.now(UTC)))
 
 
-def wait_for_custom_resource_storage(plane: localcluster.LocalControlPlane,
+def wait_for_custom_resource_storage(plane: controlplane.LocalControlPlane,
                                      timeout: float = 30.0) -> None:
     """/readyz passes before the storage of every CRD is initialised (429 until then)."""
     deadline = time.monotonic() + timeout
@@ -175,7 +175,7 @@ def just_after_a_restart(entry: dict[str, Any]) -> bool:
 
 
 @pytest.fixture(scope="session")
-def audit(control_plane: localcluster.LocalControlPlane) -> AuditLog:
+def audit(control_plane: controlplane.LocalControlPlane) -> AuditLog:
     """The operator's requests (its ServiceAccount's) from here on."""
     log = AuditLog(control_plane.audit_log, OPERATOR_USER, 0)
     return AuditLog(log.path, log.username, log.mark())

@@ -13,8 +13,8 @@ import random
 import time
 from typing import Any
 
+from devcluster.controlplane import LocalControlPlane
 from manager.kube import Kube
-from manager.localcluster import LocalControlPlane
 from tests.integration.conftest import EscHandle, eventually, managed_objects
 from tests.resilience.conftest import (
     AuditLog,

@@ -1,11 +1,12 @@
 """A real, local Kubernetes control plane: etcd and kube-apiserver on loopback.
 
-This is what tests, `make run` and `make demo` talk to on machines without Docker.
-The binaries are built from the published Go modules by `hack/build-control-plane.sh`
-and cached outside the repository. Everything listens on 127.0.0.1, and the caller
-must run inside a network namespace whose only interface is `lo` (see
-docs/development.md, "No packet leaves loopback"): the API server dials webhook
-Services on its own, and there nothing can leave the machine.
+The simulated cluster (cluster.py) adds controllers, a scheduler, nodes and a pod runner
+around it; `manager generate --refresh-core-schemas` uses it alone. The binaries are built
+from the published Go modules by `hack/build-control-plane.sh` and cached outside the
+repository. Everything listens on 127.0.0.1, and the caller must run inside a network
+namespace whose only interface is `lo` (see docs/development.md, "No packet leaves
+loopback"): the API server dials webhook Services on its own, and there nothing can leave
+the machine.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ class LocalControlPlane:
         return self.bin_dir / "kubectl"
 
     def start(self, timeout: float = 90.0) -> None:
+        """Start etcd and kube-apiserver; return when the API server is ready."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         _make_pki(self.workdir)
         (self.workdir / "tokens.csv").write_text(
@@ -144,19 +146,18 @@ class LocalControlPlane:
         if self.audit:
             (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
         deadline = time.monotonic() + timeout
-        self._spawn("etcd", self._etcd_args())
+        self.spawn("etcd", self._etcd_args())
         self._wait(f"http://{LOOPBACK}:{self.etcd_port}/health", "etcd", deadline)
-        self._spawn("kube-apiserver", self._apiserver_args())
+        self.spawn("kube-apiserver", self._apiserver_args())
         self._wait(f"{self.server}/readyz", "kube-apiserver", deadline)
         self._write_kubeconfig()
         self.version = self.get_json("/version")["gitVersion"]
-        self._write_state()
+        self.write_state()
 
     def stop(self, timeout: float = 15.0) -> None:
-        for name in ("kube-apiserver", "etcd"):
-            pid = self.pids.pop(name, None)
-            if pid is not None:
-                _terminate(pid, timeout)
+        """Stop every process this control plane started, the last started first."""
+        for name in reversed(list(self.pids)):
+            _terminate(self.pids.pop(name), timeout)
 
     def restart_apiserver(self, downtime: float = 0.0, grace: float = 15.0,
                           timeout: float = 60.0) -> None:
@@ -169,9 +170,9 @@ class LocalControlPlane:
         time.sleep(downtime)
         if self.audit:
             (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
-        self._spawn("kube-apiserver", self._apiserver_args())
+        self.spawn("kube-apiserver", self._apiserver_args())
         self._wait(f"{self.server}/readyz", "kube-apiserver", time.monotonic() + timeout)
-        self._write_state()
+        self.write_state()
 
     def __enter__(self) -> LocalControlPlane:
         self.start()
@@ -234,7 +235,6 @@ class LocalControlPlane:
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--authorization-mode=RBAC",
-            "--disable-admission-plugins=ServiceAccount",
             f"--service-account-issuer=https://{LOOPBACK}:{self.api_port}",
             f"--service-account-key-file={d / 'sa.key'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
@@ -242,17 +242,22 @@ class LocalControlPlane:
             "--enable-aggregator-routing=true",
         ]
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        """Start `args` as process `name` (its own session, output to `<name>.log`)."""
         log = (self.workdir / f"{name}.log").open("ab")
         process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, env=env,
         )
         self.pids[name] = process.pid
+        self.write_state()
+
+    def alive(self, name: str) -> bool:
+        return _alive(self.pids[name])
 
     def _wait(self, url: str, name: str, deadline: float) -> None:
         while time.monotonic() < deadline:
-            if not _alive(self.pids[name]):
+            if not self.alive(name):
                 raise ControlPlaneError(f"{name} exited; see {self.workdir / name}.log")
             try:
                 if self._get(url, timeout=2)[0] == 200:
@@ -276,7 +281,7 @@ class LocalControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
 
-    def _write_state(self) -> None:
+    def write_state(self) -> None:
         state = {"pids": self.pids, "server": self.server, "version": self.version,
                  "kubeconfig": str(self.kubeconfig)}
         (self.workdir / STATE_FILE).write_text(json.dumps(state, indent=2))
@@ -319,10 +324,8 @@ def stop_recorded(workdir: Path) -> bool:
     if not state_path.exists():
         return False
     state = json.loads(state_path.read_text())
-    for name in ("kube-apiserver", "etcd"):
-        pid = state["pids"].get(name)
-        if pid is not None:
-            _terminate(pid, 15.0)
+    for pid in reversed(list(state["pids"].values())):
+        _terminate(pid, 15.0)
     shutil.rmtree(workdir, ignore_errors=True)
     return True
 

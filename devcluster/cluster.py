@@ -1,0 +1,180 @@
+"""The simulated cluster: a real control plane, real controllers, fake nodes, real operand.
+
+    etcd ─ kube-apiserver ─┬─ kube-controller-manager   (namespaces, GC, Deployments, tokens...)
+                           ├─ kube-scheduler
+                           ├─ kwok                      (2 fake Nodes; pod addresses)
+                           └─ pod runner                (containers as local processes)
+
+Every process runs on loopback inside the caller's network namespace, which must have `lo`
+as its only interface (controlplane.require_loopback_only_network). Pod addresses come
+from POD_CIDR, made local to that namespace with one route (`ip route add local ... dev lo
+table local`), so processes can bind them and Services and the API server can reach them,
+and still nothing leaves the namespace. One implementation serves the pytest fixture,
+`hack/local-cluster.sh` and `make run`/`make demo`.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devcluster import images as image_map
+from devcluster.api import Api, ApiError
+from devcluster.controlplane import (
+    LOOPBACK,
+    ControlPlaneError,
+    LocalControlPlane,
+    ensure_binaries,
+    free_port,
+)
+from manager.paths import REPO_ROOT
+
+logger = logging.getLogger("devcluster")
+
+POD_CIDR = "10.244.0.0/16"
+NODE_IP = "127.0.0.2"
+NODES = ("sim-node-1", "sim-node-2")
+ZONES = ("zone-a", "zone-b")
+STAGES = Path(__file__).with_name("kwok-stages.yaml")
+BUILD_TOOL = REPO_ROOT / "hack" / "build-tool.sh"
+
+
+def ensure_tool(name: str) -> Path:
+    """The directory of a tool built by hack/build-tool.sh (built once per pin)."""
+    result = subprocess.run(["bash", str(BUILD_TOOL), name], stdout=subprocess.PIPE,
+                            check=False)
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{BUILD_TOOL} {name} failed with exit code "
+                                f"{result.returncode}")
+    return Path(result.stdout.decode().strip().splitlines()[-1])
+
+
+def add_pod_route() -> None:
+    """Make every pod address local to this (loopback-only) network namespace."""
+    result = subprocess.run(["ip", "route", "add", "local", POD_CIDR, "dev", "lo", "table",
+                             "local"], capture_output=True, text=True, check=False)
+    if result.returncode != 0 and "File exists" not in result.stderr:
+        raise ControlPlaneError(f"cannot route {POD_CIDR} to lo: {result.stderr.strip()}")
+
+
+def node_object(name: str, zone: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                     "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                                "node-role.kubernetes.io/worker": "",
+                                "topology.kubernetes.io/zone": zone}},
+    }
+
+
+@dataclass
+class SimulatedCluster:
+    """The control plane plus the processes that make it a cluster."""
+
+    workdir: Path
+    audit: bool = False
+    images: image_map.ImageMap = field(default_factory=dict)
+    """Images the runner can run, besides the operand's."""
+    plane: LocalControlPlane = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plane = LocalControlPlane(ensure_binaries(), self.workdir, audit=self.audit)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def api(self) -> Api:
+        return Api(self.plane.server, self.plane.admin_token, self.workdir / "ca.crt")
+
+    @property
+    def images_file(self) -> Path:
+        return self.workdir / "images.json"
+
+    def start(self, timeout: float = 60.0) -> None:
+        started = time.monotonic()
+        add_pod_route()
+        tools = {name: ensure_tool(name) for name in ("kwok", "external-secrets")}
+        self.plane.start()
+        self._spawn_controllers(tools["kwok"] / "kwok")
+        for name, zone in zip(NODES, ZONES, strict=True):
+            self.api.apply(f"/api/v1/nodes/{name}", node_object(name, zone), "devcluster")
+        image_map.save({**image_map.default_images(tools["external-secrets"] /
+                                                   "external-secrets"), **self.images},
+                       self.images_file)
+        self.plane.spawn("pod-runner", [sys.executable, "-m", "devcluster", "runner",
+                                        "--dir", str(self.workdir)])
+        self._wait_working(started + timeout)
+        logger.info("simulated cluster ready in %.1f s", time.monotonic() - started)
+
+    def stop(self) -> None:
+        self.plane.stop()
+
+    def __enter__(self) -> SimulatedCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn_controllers(self, kwok: Path) -> None:
+        w, bins, kubeconfig = self.workdir, self.plane.bin_dir, str(self.kubeconfig)
+        common = [f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+                  f"--bind-address={LOOPBACK}"]
+        self.plane.spawn("kube-controller-manager", [
+            str(bins / "kube-controller-manager"), *common,
+            f"--secure-port={free_port()}", f"--cert-dir={w / 'kcm-certs'}",
+            f"--service-account-private-key-file={w / 'sa.key'}",
+            f"--root-ca-file={w / 'ca.crt'}",
+            f"--cluster-signing-cert-file={w / 'ca.crt'}",
+            f"--cluster-signing-key-file={w / 'ca.key'}",
+            "--use-service-account-credentials=true", "--controllers=*",
+        ])
+        self.plane.spawn("kube-scheduler", [
+            str(bins / "kube-scheduler"), *common, f"--secure-port={free_port()}"])
+        self.plane.spawn("kwok", [
+            str(kwok), f"--kubeconfig={kubeconfig}", "--manage-all-nodes=true",
+            f"--config={STAGES}", "--node-lease-duration-seconds=40", f"--cidr={POD_CIDR}",
+            f"--node-ip={NODE_IP}", f"--server-address={LOOPBACK}:{free_port()}"])
+
+    def _wait_working(self, deadline: float) -> None:
+        """Until the nodes are Ready and the controllers serve new namespaces (the default
+        ServiceAccount and the root CA ConfigMap exist)."""
+        checks: dict[str, Callable[[], bool]] = {
+            "nodes Ready": self._nodes_ready,
+            "ServiceAccount default/default": lambda: self._exists(
+                "/api/v1/namespaces/default/serviceaccounts/default"),
+            "ConfigMap default/kube-root-ca.crt": lambda: self._exists(
+                "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"),
+        }
+        for what, check in checks.items():
+            while not check():
+                self._check_processes()
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(f"simulated cluster: timed out waiting for {what}; "
+                                            f"logs in {self.workdir}")
+                time.sleep(0.1)
+
+    def _nodes_ready(self) -> bool:
+        nodes = self.api.request("GET", "/api/v1/nodes").get("items") or []
+        ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
+                                         for c in n.get("status", {}).get("conditions") or [])]
+        return len(ready) == len(NODES)
+
+    def _exists(self, path: str) -> bool:
+        try:
+            return self.api.get(path) is not None
+        except ApiError:
+            return False
+
+    def _check_processes(self) -> None:
+        for name in self.plane.pids:
+            if not self.plane.alive(name):
+                raise ControlPlaneError(f"{name} exited; see {self.workdir / name}.log")

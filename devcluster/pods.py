@@ -1,0 +1,219 @@
+"""How a pod's container becomes a local process: pure functions from the Pod object.
+
+The simulated cluster has no container runtime. For each container whose image it knows
+(`images.ImageMap`), the pod runner starts the image's entrypoint as a local process with the
+pod's own arguments (unchanged), environment, volumes and user, in the pod's own network
+namespace (netns.py). Everything that differs from a kubelet is decided here, in one place:
+
+1. **The API server is on loopback.** `KUBERNETES_SERVICE_HOST`/`_PORT` point at its
+   loopback address (relayed into the pod) instead of the `kubernetes` Service's ClusterIP.
+2. **Volumes are directories.** Secret, ConfigMap, downward-API and projected volumes are
+   written to a staging directory and bind-mounted at their `mountPath` inside a private
+   mount namespace (see runner.py); `/tmp` and `/run` are fresh per pod, as in a container.
+3. **Only declared ports are reachable** from outside the pod (container ports and probe
+   ports); **exec probes are not run**, HTTP and TCP probes are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ImageEntry:
+    """How an image runs here: its entrypoint as the image declares it, the local command
+    that stands in for it, and the image's default user."""
+
+    entrypoint: tuple[str, ...]
+    local: tuple[str, ...]
+    user: int = 65534
+
+VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Mount:
+    volume: str
+    path: str
+    sub_path: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str  # "http", "https", "tcp" or "none"
+    port: int = 0
+    path: str = "/"
+    period: float = 10.0
+    initial_delay: float = 0.0
+    failure_threshold: int = 3
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One container as a local process."""
+
+    container: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    mounts: tuple[Mount, ...]
+    uid: int
+    gid: int
+    readiness: Probe
+    liveness: Probe
+    ports: tuple[int, ...]
+    """Ports reachable from outside the pod: declared container ports and probe ports."""
+    secret_env: frozenset[str] = field(default_factory=frozenset)
+    """Names of variables whose values come from Secrets (never logged)."""
+
+
+class LaunchError(Exception):
+    """The container cannot start as given: `reason` and `message` go to its status."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes `$(VAR)` expansion: unknown references stay as written, `$$` escapes."""
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+    return VARIABLE.sub(substitute, text)
+
+
+def _field_value(pod: JsonObject, path: str) -> str:
+    value: Any = pod
+    for part in re.findall(r"[^.\[\]']+", path):
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return str(value)
+
+
+def container_env(pod: JsonObject, container: JsonObject, lookup: Any,
+                  api_host: str, api_port: int) -> tuple[dict[str, str], frozenset[str]]:
+    """The environment of `container`; `lookup(kind, name, key)` reads Secret and ConfigMap
+    keys (None when absent). Returns the variables and the names that hold secret values."""
+    env = {"PATH": BASE_PATH, "HOSTNAME": pod["metadata"]["name"],
+           "KUBERNETES_SERVICE_HOST": api_host, "KUBERNETES_SERVICE_PORT": str(api_port),
+           "KUBERNETES_SERVICE_PORT_HTTPS": str(api_port)}
+    secret_names: set[str] = set()
+    for source in container.get("envFrom") or []:
+        kind = "Secret" if "secretRef" in source else "ConfigMap"
+        ref = source.get("secretRef") or source.get("configMapRef") or {}
+        for key, value in (lookup(kind, ref.get("name"), None) or {}).items():
+            env[source.get("prefix", "") + key] = value
+            if kind == "Secret":
+                secret_names.add(source.get("prefix", "") + key)
+    for variable in container.get("env") or []:
+        name = variable["name"]
+        if "value" in variable:
+            env[name] = expand(variable["value"], env)
+            continue
+        source = variable.get("valueFrom") or {}
+        if "fieldRef" in source:
+            env[name] = _field_value(pod, source["fieldRef"]["fieldPath"])
+        elif "secretKeyRef" in source or "configMapKeyRef" in source:
+            kind = "Secret" if "secretKeyRef" in source else "ConfigMap"
+            ref = source.get("secretKeyRef") or source.get("configMapKeyRef") or {}
+            value = lookup(kind, ref["name"], ref["key"])
+            if value is None and not ref.get("optional"):
+                raise LaunchError("CreateContainerConfigError",
+                                  f'{kind.lower()} "{ref["name"]}" key "{ref["key"]}" not found')
+            if value is not None:
+                env[name] = value
+                if kind == "Secret":
+                    secret_names.add(name)
+    return env, frozenset(secret_names)
+
+
+def _port(container: JsonObject, port: int | str) -> int:
+    if isinstance(port, int) or str(port).isdigit():
+        return int(port)
+    for declared in container.get("ports") or []:
+        if declared.get("name") == port:
+            return int(declared["containerPort"])
+    raise LaunchError("CreateContainerConfigError", f"probe names unknown port {port!r}")
+
+
+def probe(container: JsonObject, which: str) -> Probe:
+    spec = container.get(which)
+    if not spec:
+        return Probe("none")
+    if "httpGet" in spec:
+        get = spec["httpGet"]
+        kind, port, path = get.get("scheme", "HTTP").lower(), get["port"], get.get("path", "/")
+    elif "tcpSocket" in spec:
+        kind, port, path = "tcp", spec["tcpSocket"]["port"], ""
+    else:
+        return Probe("none")
+    return Probe(kind, _port(container, port), path, float(spec.get("periodSeconds", 10)),
+                 float(spec.get("initialDelaySeconds", 0)), int(spec.get("failureThreshold", 3)))
+
+
+def user(pod: JsonObject, container: JsonObject, image_user: int) -> tuple[int, int]:
+    """runAsUser/runAsGroup of the container, else the pod's, else the image's user."""
+    pod_context = pod["spec"].get("securityContext") or {}
+    context = container.get("securityContext") or {}
+    uid = context.get("runAsUser", pod_context.get("runAsUser", image_user))
+    gid = context.get("runAsGroup", pod_context.get("runAsGroup", uid))
+    non_root = context.get("runAsNonRoot", pod_context.get("runAsNonRoot", False))
+    if non_root and uid == 0:
+        raise LaunchError("CreateContainerConfigError",
+                          "container has runAsNonRoot and image will run as root")
+    return int(uid), int(gid)
+
+
+def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: Any, *,
+           api_host: str, api_port: int) -> Launch:
+    """The process for `container`, whose image runs here as `image` says."""
+    env, secret_env = container_env(pod, container, lookup, api_host, api_port)
+    command = tuple(expand(part, env) for part in container.get("command") or ())
+    args = [expand(part, env) for part in container.get("args") or ()]
+    if command:  # it replaces the entrypoint: only the image's own entrypoint can run here
+        if command[:len(image.entrypoint)] != image.entrypoint:
+            raise LaunchError("NoLocalBinary", f"command {' '.join(command)!r} of image "
+                              f"{container['image']} has no local equivalent")
+        args = [*command[len(image.entrypoint):], *args]
+    argv = (*image.local, *args)
+    mounts = tuple(Mount(m["name"], m["mountPath"], m.get("subPath", ""),
+                         bool(m.get("readOnly", False)))
+                   for m in container.get("volumeMounts") or [])
+    uid, gid = user(pod, container, image.user)
+    readiness, liveness = probe(container, "readinessProbe"), probe(container, "livenessProbe")
+    declared = {int(p["containerPort"]) for p in container.get("ports") or []
+                if p.get("protocol", "TCP") == "TCP"}
+    ports = declared | {p.port for p in (readiness, liveness) if p.kind != "none"}
+    return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
+                  tuple(sorted(ports)), secret_env)
+
+
+# --- status, as a kubelet would report it ---------------------------------------------------
+
+
+def container_status(container: JsonObject, state: JsonObject, ready: bool, restarts: int,
+                     last_state: JsonObject | None = None) -> JsonObject:
+    status: JsonObject = {"name": container["name"], "image": container["image"],
+                          "imageID": "", "ready": ready, "restartCount": restarts,
+                          "started": "running" in state, "state": state}
+    if last_state:
+        status["lastState"] = last_state
+    return status
+
+
+def pod_conditions(ready: bool, message: str, now: str) -> list[JsonObject]:
+    reason = "" if ready else "ContainersNotReady"
+    text = "" if ready else message
+    flag = "True" if ready else "False"
+    return [{"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": flag, "reason": reason, "message": text,
+             "lastTransitionTime": now},
+            {"type": "Ready", "status": flag, "reason": reason, "message": text,
+             "lastTransitionTime": now}]

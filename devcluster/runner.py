@@ -1,0 +1,564 @@
+"""The pod runner: the simulated cluster's stand-in for a kubelet's container runtime.
+
+kwok gives each pod on a fake node an address (its pod-start stage) and nothing more. The
+runner watches those pods and, for every container whose image it knows (images.py), runs
+the image's entrypoint as a local process (pods.py decides the command line, environment,
+user and mounts) in the pod's own network namespace (netns.py). It reports what a kubelet
+would: containers waiting, running or terminated, restarts, and **Ready only while the real
+process answers its readiness probe** (a container without one is ready while its process
+runs). A pod's deletion stops its
+processes (SIGTERM, then SIGKILL after the grace period) before the pod object goes.
+
+Each process gets a private mount namespace: fresh `/tmp` and `/run`, and the pod's volumes
+bind-mounted at their mount paths (a missing directory outside /tmp and /run is created in
+an overlay of its nearest existing parent, so the host's files never change). The
+ServiceAccount token is a real bound token from the TokenRequest API, refreshed before it
+expires, so the process has exactly the permissions its RBAC grants. Probes run at most a
+second apart and their initial delays are ten times shorter than declared, so tests do not
+wait 20 s for a webhook's first probe; the order of events is unchanged.
+
+This is test infrastructure: it is not part of the operator and never ships in its image.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from devcluster import images as image_map
+from devcluster.api import Api, ApiError, JsonObject
+from devcluster.netns import PodNetwork
+from devcluster.pods import Launch, LaunchError, Probe, container_status, launch, pod_conditions
+
+logger = logging.getLogger("devcluster.runner")
+
+INITIAL_DELAY_SCALE = 0.1
+MAX_PROBE_PERIOD = 1.0
+VOLUME_REFRESH_SECONDS = 1.0
+MAX_GRACE_SECONDS = 10.0
+BACKOFF_SECONDS = (1.0, 30.0)
+FIELD_MANAGER = "devcluster-runner"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _initial_delay(probe: Probe) -> float:
+    return probe.initial_delay * INITIAL_DELAY_SCALE
+
+
+def probe_ok(probe: Probe, pod_ip: str) -> bool:
+    """One probe attempt against the pod's address."""
+    try:
+        if probe.kind == "tcp":
+            with socket.create_connection((pod_ip, probe.port), timeout=1):
+                return True
+        url = f"{probe.kind}://{pod_ip}:{probe.port}{probe.path}"
+        context = ssl._create_unverified_context()  # noqa: S323 (a kubelet does not verify)
+        with urllib.request.urlopen(url, timeout=1, context=context) as response:  # noqa: S310
+            return bool(200 <= response.status < 400)
+    except OSError:
+        return False
+
+
+# --- volumes --------------------------------------------------------------------------------
+
+
+@dataclass
+class Volumes:
+    """The pod's volumes as directories under `root`, kept up to date."""
+
+    api: Api
+    pod: JsonObject
+    root: Path
+    token_due: float = 0.0
+    missing: str = ""  # why a volume cannot be written yet ("" when all are there)
+
+    def refresh(self) -> bool:
+        """Write every volume; False (and `missing` says why) if one cannot be written."""
+        self.missing = ""
+        for volume in self.pod["spec"].get("volumes") or []:
+            try:
+                files = self._files(volume)
+            except LookupError as error:
+                self.missing = str(error)
+                return False
+            if files is not None:
+                self._write(self.root / volume["name"], files)
+        return True
+
+    def _files(self, volume: JsonObject) -> dict[str, bytes] | None:
+        if "emptyDir" in volume:
+            (self.root / volume["name"]).mkdir(mode=0o777, parents=True, exist_ok=True)
+            return None
+        if "secret" in volume:
+            source = volume["secret"]
+            return self._keys("Secret", source.get("secretName"), source)
+        if "configMap" in volume:
+            return self._keys("ConfigMap", volume["configMap"].get("name"), volume["configMap"])
+        if "downwardAPI" in volume:
+            return self._downward(volume["downwardAPI"])
+        if "projected" in volume:
+            files: dict[str, bytes] = {}
+            for source in volume["projected"].get("sources") or []:
+                files.update(self._projected(source))
+            return files
+        raise LookupError(f"volume {volume['name']}: this kind of volume is not simulated")
+
+    def _projected(self, source: JsonObject) -> dict[str, bytes]:
+        if "serviceAccountToken" in source:
+            token = source["serviceAccountToken"]
+            return {token["path"]: self._token(token)}
+        if "secret" in source:
+            return self._keys("Secret", source["secret"].get("name"), source["secret"]) or {}
+        if "configMap" in source:
+            return self._keys("ConfigMap", source["configMap"].get("name"),
+                              source["configMap"]) or {}
+        if "downwardAPI" in source:
+            return self._downward(source["downwardAPI"])
+        return {}
+
+    def _keys(self, kind: str, name: str | None, source: JsonObject) -> dict[str, bytes] | None:
+        namespace = self.pod["metadata"]["namespace"]
+        plural = "secrets" if kind == "Secret" else "configmaps"
+        found = self.api.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
+        if found is None:
+            if source.get("optional"):
+                return {}
+            raise LookupError(f'{kind.lower()} "{name}" not found')
+        if kind == "Secret":
+            data = {k: base64.b64decode(v) for k, v in (found.get("data") or {}).items()}
+        else:
+            data = {k: v.encode() for k, v in (found.get("data") or {}).items()}
+            data.update({k: base64.b64decode(v)
+                         for k, v in (found.get("binaryData") or {}).items()})
+        items = source.get("items")
+        if not items:
+            return data
+        return {item["path"]: data[item["key"]] for item in items if item["key"] in data}
+
+    def _downward(self, source: JsonObject) -> dict[str, bytes]:
+        files = {}
+        for item in source.get("items") or []:
+            value: Any = self.pod
+            for part in item.get("fieldRef", {}).get("fieldPath", "").split("."):
+                value = value.get(part, "") if isinstance(value, dict) else ""
+            files[item["path"]] = str(value).encode()
+        return files
+
+    def _token(self, source: JsonObject) -> bytes:
+        """A bound token for the pod's ServiceAccount, re-requested at 80% of its life."""
+        path = self.root / ".token-cache" / source["path"]
+        if path.exists() and time.monotonic() < self.token_due:
+            cached: bytes = path.read_bytes()
+            return cached
+        meta = self.pod["metadata"]
+        account = self.pod["spec"].get("serviceAccountName") or "default"
+        seconds = int(source.get("expirationSeconds", 3607))
+        spec: JsonObject = {"expirationSeconds": seconds,
+                            "boundObjectRef": {"kind": "Pod", "apiVersion": "v1",
+                                               "name": meta["name"], "uid": meta["uid"]}}
+        if source.get("audience"):
+            spec["audiences"] = [source["audience"]]
+        try:
+            answer = self.api.request(
+                "POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                      "spec": spec})
+        except ApiError as error:
+            raise LookupError(f'serviceaccount "{account}": {error}') from None
+        token: bytes = answer["status"]["token"].encode()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(token)
+        self.token_due = time.monotonic() + 0.8 * seconds
+        return token
+
+    @staticmethod
+    def _write(directory: Path, files: dict[str, bytes]) -> None:
+        """Write changed files atomically (a reader never sees half a certificate)."""
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for name, content in files.items():
+            target = directory / name
+            if target.exists() and target.read_bytes() == content:
+                continue
+            target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            partial = target.with_name(f".{target.name}.tmp")
+            partial.write_bytes(content)
+            partial.chmod(0o644)
+            os.replace(partial, target)
+
+
+# --- one container ----------------------------------------------------------------------------
+
+
+def mount_script(launch_: Launch, volumes: Path) -> str:
+    """Shell that prepares the private mount namespace, then runs the process as its user.
+
+    The staging directory is bound to /mnt first: /tmp and /run, where it may live, are
+    replaced by fresh ones next.
+    """
+    lines = ["set -e", f"mount --bind {shlex.quote(str(volumes))} /mnt",
+             "mount -t tmpfs -o mode=755 tmpfs /run", "mount -t tmpfs -o mode=1777 tmpfs /tmp",
+             "mkdir -p /run/.overlay"]
+    overlaid: set[str] = set()
+    for number, mount in enumerate(launch_.mounts):
+        target = Path(mount.path)
+        if target.parts[1:2] not in (("tmp",), ("run",)) and not target.exists():
+            parent = next(p for p in target.parents if p.exists())
+            if parent == Path("/"):
+                raise LaunchError("CreateContainerError",
+                                  f"mount path {mount.path} needs a new top-level directory")
+            if str(parent) not in overlaid:
+                overlaid.add(str(parent))
+                work = f"/run/.overlay/{number}"
+                lines += [f"mkdir -p {work}/upper {work}/work",
+                          f"mount -t overlay overlay -o lowerdir={shlex.quote(str(parent))},"
+                          f"upperdir={work}/upper,workdir={work}/work {shlex.quote(str(parent))}"]
+        source = shlex.quote(str(Path("/mnt") / mount.volume / mount.sub_path))
+        lines += [f"mkdir -p {shlex.quote(mount.path)}",
+                  f"mount --bind {source} {shlex.quote(mount.path)}"]
+        if mount.read_only:
+            lines.append(f"mount -o remount,bind,ro {shlex.quote(mount.path)}")
+    lines += ["umount -l /mnt",
+              f'exec setpriv --reuid={launch_.uid} --regid={launch_.gid} --clear-groups '
+              '--pdeathsig=KILL -- "$@"']
+    return "\n".join(lines)
+
+
+@dataclass
+class Container:
+    spec: JsonObject
+    launch: Launch | None = None
+    process: subprocess.Popen[bytes] | None = None
+    state: JsonObject = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: JsonObject | None = None
+    restarts: int = 0
+    ready: bool = False
+    started_at: float = 0.0
+    next_probe: float = 0.0
+    liveness_failures: int = 0
+    restart_at: float = 0.0
+
+    def waiting(self, reason: str, message: str = "") -> None:
+        self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+        self.ready = False
+
+
+# --- one pod ------------------------------------------------------------------------------------
+
+
+class PodSupervisor(threading.Thread):
+    """Runs one pod's containers until the pod goes away (the thread owns the processes, so
+    their parent-death signal fires only when it ends)."""
+
+    def __init__(self, runner: PodRunner, pod: JsonObject):
+        meta = pod["metadata"]
+        super().__init__(name=f"pod {meta['namespace']}/{meta['name']}", daemon=True)
+        self.runner = runner
+        self.pod = pod
+        pod_dir = f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+        self.directory = runner.state_dir / "pods" / pod_dir
+        self.volumes = Volumes(runner.api, pod, self.directory / "volumes")
+        self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port))
+        self._exposed: set[int] = set()
+        self.containers = [Container(c) for c in pod["spec"]["containers"]]
+        self.stopping = threading.Event()
+        self.delete_pod = False
+        self._reported: JsonObject | None = None
+
+    def stop(self, delete: bool) -> None:
+        """Stop the processes; with `delete`, then remove the pod (it is being deleted)."""
+        self.delete_pod = self.delete_pod or delete
+        self.stopping.set()
+
+    def lookup(self, kind: str, name: str, key: str | None) -> Any:
+        """A key of a Secret or ConfigMap of the pod's namespace (all keys when `key` is
+        None); None when absent. Values go to the process environment only."""
+        namespace = self.pod["metadata"]["namespace"]
+        plural = "secrets" if kind == "Secret" else "configmaps"
+        found = self.runner.api.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
+        if found is None:
+            return None
+        data = found.get("data") or {}
+        if kind == "Secret":
+            data = {k: base64.b64decode(v).decode() for k, v in data.items()}
+        return data if key is None else data.get(key)
+
+    @property
+    def key(self) -> str:
+        return f"{self.pod['metadata']['namespace']}/{self.pod['metadata']['name']}"
+
+    def run(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self._supervise()
+        except Exception:  # a runner bug must not leave processes behind
+            logger.exception("pod %s: supervisor failed", self.key)
+        finally:
+            self._stop_processes()
+            self.network.stop()
+            self.runner.finished(self)
+
+    def _supervise(self) -> None:
+        try:
+            self.network.start()
+        except OSError as error:
+            for container in self.containers:
+                container.waiting("CreatePodSandboxError", str(error))
+            self._report()
+            raise
+        next_refresh = 0.0
+        while not self.stopping.is_set():
+            if time.monotonic() >= next_refresh:
+                volumes_ready = self.volumes.refresh()
+                next_refresh = time.monotonic() + VOLUME_REFRESH_SECONDS
+            for container in self.containers:
+                self._tend(container, volumes_ready)
+            self._report()
+            self.stopping.wait(0.1)
+
+    def _tend(self, container: Container, volumes_ready: bool) -> None:
+        moment = time.monotonic()
+        if container.process is None:
+            if moment < container.restart_at:
+                return
+            if not volumes_ready:
+                container.waiting("ContainerCreating", self.volumes.missing)
+                return
+            self._start(container)
+            return
+        code = container.process.poll()
+        if code is not None:
+            self._exited(container, code)
+            return
+        self._probe(container, moment)
+
+    def _start(self, container: Container) -> None:
+        entry = self.runner.images.get(image_map.repository(container.spec["image"]))
+        if entry is None:
+            container.waiting("NoLocalBinary", f"the simulated cluster has no binary for image "
+                              f"{container.spec['image']}")
+            container.restart_at = float("inf")
+            logger.info("pod %s: %s", self.key, container.state["waiting"]["message"])
+            return
+        try:
+            spec = launch(self.pod, container.spec, entry, self.lookup,
+                          api_host=self.runner.api_host, api_port=self.runner.api_port)
+            script = mount_script(spec, self.volumes.root)
+        except LaunchError as error:
+            logger.info("pod %s: %s cannot start: %s", self.key, container.spec["name"], error)
+            container.waiting(error.reason, error.message)
+            container.restart_at = time.monotonic() + BACKOFF_SECONDS[1]
+            return
+        for port in set(spec.ports) - self._exposed:
+            self.network.expose(port)
+            self._exposed.add(port)
+        log = (self.directory / f"{spec.container}.log").open("ab")
+        container.process = subprocess.Popen(
+            ["nsenter", f"--net={self.network.path}", "--",
+             "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
+             "sh", *spec.argv],
+            env=spec.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd="/")
+        log.close()
+        (self.directory / f"{spec.container}.pid").write_text(str(container.process.pid))
+        container.launch = spec
+        container.started_at = time.monotonic()
+        container.next_probe = container.started_at + _initial_delay(spec.readiness)
+        container.state = {"running": {"startedAt": now()}}
+        container.ready = spec.readiness.kind == "none"
+        logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
+                    container.process.pid)
+
+    def _exited(self, container: Container, code: int) -> None:
+        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                      "finishedAt": now()}
+        container.process = None
+        logger.info("pod %s: %s exited with %d", self.key, container.spec["name"], code)
+        policy = self.pod["spec"].get("restartPolicy", "Always")
+        if policy == "Never" or (policy == "OnFailure" and code == 0):
+            container.state, container.ready = {"terminated": terminated}, False
+            container.restart_at = float("inf")
+            return
+        container.last_state = {"terminated": terminated}
+        container.restarts += 1
+        delay = min(BACKOFF_SECONDS[1], BACKOFF_SECONDS[0] * 2 ** (container.restarts - 1))
+        container.restart_at = time.monotonic() + delay
+        container.waiting("CrashLoopBackOff",
+                          f"back-off {delay:.0f}s restarting failed container")
+
+    def _probe(self, container: Container, moment: float) -> None:
+        spec = container.launch
+        if spec is None or moment < container.next_probe:
+            return
+        pod_ip = self.pod["status"]["podIP"]
+        if spec.readiness.kind != "none":
+            container.ready = probe_ok(spec.readiness, pod_ip)
+        if spec.liveness.kind != "none" and moment >= container.started_at + _initial_delay(
+                spec.liveness):
+            alive = probe_ok(spec.liveness, pod_ip)
+            container.liveness_failures = 0 if alive else container.liveness_failures + 1
+            if container.liveness_failures >= spec.liveness.failure_threshold:
+                logger.info("pod %s: %s failed its liveness probe; restarting", self.key,
+                            spec.container)
+                self._kill(container)
+        periods = [p.period for p in (spec.readiness, spec.liveness) if p.kind != "none"]
+        container.next_probe = moment + min([MAX_PROBE_PERIOD, *periods])
+
+    def _report(self) -> None:
+        """Patch the pod's status when what a kubelet would report changed."""
+        statuses = [container_status(c.spec, c.state, c.ready, c.restarts, c.last_state)
+                    for c in self.containers]
+        ready = all(c.ready for c in self.containers)
+        terminal = [c.state.get("terminated") for c in self.containers]
+        phase = "Running" if any("running" in c.state for c in self.containers) else "Pending"
+        if all(terminal):
+            phase = "Succeeded" if all(t["exitCode"] == 0 for t in terminal if t) else "Failed"
+        unready = ", ".join(c.spec["name"] for c in self.containers if not c.ready)
+        wanted = {"phase": phase, "containerStatuses": statuses, "ready": ready}
+        if wanted == self._reported:
+            return
+        status = {"phase": phase, "containerStatuses": statuses,
+                  "conditions": pod_conditions(ready, f"containers with unready status: "
+                                                      f"[{unready}]", now())}
+        meta = self.pod["metadata"]
+        try:
+            self.runner.api.request(
+                "PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                body={"status": status}, content_type="application/strategic-merge-patch+json")
+            self._reported = wanted
+        except ApiError as error:
+            if error.status == 404:
+                self.stop(delete=False)
+            else:
+                logger.warning("pod %s: status update failed: %s", self.key, error)
+
+    def _kill(self, container: Container) -> None:
+        if container.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(container.process.pid, signal.SIGKILL)
+
+    def _stop_processes(self) -> None:
+        running = [c for c in self.containers if c.process is not None]
+        for container in running:
+            assert container.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(container.process.pid, signal.SIGTERM)
+        grace = min(MAX_GRACE_SECONDS,
+                    float(self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
+        deadline = time.monotonic() + grace
+        for container in running:
+            assert container.process is not None
+            try:
+                container.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._kill(container)
+                container.process.wait()
+            container.process = None
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+
+class PodRunner:
+    """Watches every pod of the cluster and supervises those kwok gave an address."""
+
+    def __init__(self, api: Api, state_dir: Path, images: image_map.ImageMap,
+                 api_host: str, api_port: int):
+        self.api = api
+        self.state_dir = state_dir
+        self.images = images
+        self.api_host = api_host
+        self.api_port = api_port
+        self._pods: dict[str, PodSupervisor] = {}
+        self._lock = threading.Lock()
+
+    def run(self, stop: threading.Event) -> None:
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    listing = self.api.request("GET", "/api/v1/pods")
+                    for pod in listing.get("items") or []:
+                        self._handle(pod)
+                    version = listing["metadata"]["resourceVersion"]
+                for event in self.api.watch("/api/v1/pods", {"resourceVersion": version}):
+                    if stop.is_set():
+                        break
+                    pod = event["object"]
+                    if event["type"] == "ERROR":
+                        version = ""
+                        break
+                    version = pod["metadata"].get("resourceVersion", version)
+                    if event["type"] == "DELETED":
+                        self._forget(pod)
+                    elif event["type"] != "BOOKMARK":
+                        self._handle(pod)
+            except (ApiError, OSError) as error:
+                logger.warning("pod watch failed, listing again: %s", error)
+                version = ""
+                stop.wait(1.0)
+        self.stop_all()
+
+    def _handle(self, pod: JsonObject) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        with self._lock:
+            supervisor = self._pods.get(uid)
+        if meta.get("deletionTimestamp"):
+            if supervisor is not None:
+                supervisor.stop(delete=True)
+            else:
+                self._delete(pod)
+            return
+        status = pod.get("status") or {}
+        if supervisor is None and status.get("podIP") and status.get("phase") not in (
+                "Succeeded", "Failed") and pod["spec"].get("nodeName"):
+            supervisor = PodSupervisor(self, pod)
+            with self._lock:
+                self._pods[uid] = supervisor
+            supervisor.start()
+
+    def _forget(self, pod: JsonObject) -> None:
+        with self._lock:
+            supervisor = self._pods.get(pod["metadata"]["uid"])
+        if supervisor is not None:
+            supervisor.stop(delete=False)
+
+    def finished(self, supervisor: PodSupervisor) -> None:
+        """The supervisor stopped its processes: a pod being deleted may go now."""
+        with self._lock:
+            self._pods.pop(supervisor.pod["metadata"]["uid"], None)
+        if supervisor.delete_pod:
+            self._delete(supervisor.pod)
+
+    def _delete(self, pod: JsonObject) -> None:
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiError):
+            self.api.request(
+                "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                      "preconditions": {"uid": meta["uid"]}})
+
+    def stop_all(self) -> None:
+        with self._lock:
+            supervisors = list(self._pods.values())
+        for supervisor in supervisors:
+            supervisor.stop(delete=False)
+        for supervisor in supervisors:
+            supervisor.join(MAX_GRACE_SECONDS + 5)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds one development tool from its published Go module, once per machine and pinned
+# version, into a cache outside the repository, and prints the directory of its binaries.
+#
+#   hack/build-tool.sh kwok               kwok (the simulated nodes and pods)
+#   hack/build-tool.sh external-secrets   the operand's binary, at the simulation's pin
+#   hack/build-tool.sh cert-manager       cert-manager's controller, webhook and cainjector
+#
+# Pins come from manager/versions.py. The wrapper module requires the tool's module and
+# copies every replace directive of the tool's own go.mod that points at a published
+# module (local-path replaces cannot be honoured outside the tool's repository); then
+# `go build` builds the unmodified upstream main packages from the module cache.
+# TOOLS_CACHE selects the cache root. A cached directory is complete or absent.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE_ROOT=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/tools}
+pin() { "$HERE/version.sh" "$1"; }
+log() { echo "[build-tool] $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# Each recipe sets MODULE, VERSION, PACKAGES (main packages: "import-path[=binary-name]"),
+# and optionally CGO (0/1), TAGS and LDFLAGS.
+recipe() {
+  CGO=0 TAGS="" LDFLAGS="-s -w"
+  case "$1" in
+    kwok)
+      MODULE=sigs.k8s.io/kwok VERSION=$(pin KWOK_VERSION)
+      PACKAGES=(sigs.k8s.io/kwok/cmd/kwok) ;;
+    external-secrets)
+      MODULE=github.com/external-secrets/external-secrets
+      VERSION=$(pin SIMULATION_EXTERNAL_SECRETS_VERSION)
+      PACKAGES=("$MODULE=external-secrets") ;;
+    cert-manager)
+      # The newest release whose commands live in the root module (later ones moved them to
+      # nested modules the proxy does not serve).
+      MODULE=github.com/cert-manager/cert-manager VERSION=$(pin SIMULATION_CERT_MANAGER_VERSION)
+      PACKAGES=("$MODULE/cmd/controller=cert-manager-controller"
+                "$MODULE/cmd/webhook=cert-manager-webhook"
+                "$MODULE/cmd/cainjector=cert-manager-cainjector")
+      LDFLAGS+=" -X $MODULE/pkg/util.AppVersion=$VERSION" ;;
+    *) die "unknown tool $1 (kwok, external-secrets, cert-manager)" ;;
+  esac
+}
+
+[ "$#" -eq 1 ] || die "usage: $0 TOOL"
+NAME=$1
+recipe "$NAME"
+OUT="$CACHE_ROOT/$NAME/$VERSION"
+
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.lock-$NAME"
+flock 9
+if [ -f "$OUT/.complete" ]; then
+  echo "$OUT/bin"
+  exit 0
+fi
+command -v go >/dev/null || die "go is required to build $NAME"
+
+work="$CACHE_ROOT/$NAME/.build-$VERSION"
+rm -rf "$work" "$OUT"; mkdir -p "$work" "$OUT/bin"
+start=$(date +%s)
+log "resolving $MODULE@$VERSION"
+gomod=$(cd "$work" && go mod download -json "$MODULE@$VERSION" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')
+{
+  echo "module example.invalid/$NAME-build"
+  echo
+  grep -m1 '^go ' "$gomod"
+  echo
+  echo "require $MODULE $VERSION"
+  echo
+  # "replace a => b v" lines, single or inside a replace ( ... ) block; skip "=> ./local".
+  awk '/^replace \($/ {block=1; next} block && /^\)/ {block=0; next}
+       block {print "replace " $0; next} /^replace / {print}' "$gomod" |
+    awk '{ for (i = 1; i <= NF; i++) if ($i == "=>") target = $(i + 1);
+           if (target !~ /^\.\.?\//) print }' | sed -E 's/^replace[[:space:]]+/replace /'
+} >"$work/go.mod"
+{
+  echo "//go:build tools"
+  echo
+  echo "package tools"
+  echo
+  echo "import ("
+  for package in "${PACKAGES[@]}"; do echo "	_ \"${package%%=*}\""; done
+  echo ")"
+} >"$work/tools.go"
+log "$(grep -c '^replace' "$work/go.mod" || true) replace directive(s) copied from $MODULE's go.mod"
+
+cd "$work"
+GOFLAGS=-mod=mod go mod tidy >&2
+for package in "${PACKAGES[@]}"; do
+  path=${package%%=*} binary=${package#*=}
+  [ "$binary" = "$package" ] && binary=$(basename "$path")
+  log "building $binary from $path (a cold build takes minutes)"
+  CGO_ENABLED=$CGO go build -trimpath ${TAGS:+-tags "$TAGS"} -ldflags "$LDFLAGS" \
+    -o "$OUT/bin/$binary" "$path"
+done
+touch "$OUT/.complete"
+cd / && rm -rf "$work"
+log "built $NAME $VERSION in $(( $(date +%s) - start ))s"
+echo "$OUT/bin"

@@ -1,0 +1,101 @@
+"""How the simulated cluster turns a pod's container into a process (devcluster.pods)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devcluster import images, pods
+
+OPERAND = pods.ImageEntry(("/bin/external-secrets",), ("/cache/external-secrets",), 65534)
+
+
+def pod(container: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "webhook-1", "namespace": "es", "uid": "u1"},
+            "spec": {"serviceAccountName": "sa", "containers": [container], **spec},
+            "status": {"podIP": "10.244.0.7"}}
+
+
+def lookup(kind: str, name: str, key: str | None) -> Any:
+    values = {("Secret", "creds"): {"token": "s3cr3t"}, ("ConfigMap", "cfg"): {"level": "info"}}
+    data = values.get((kind, name))
+    return data if key is None or data is None else data.get(key)
+
+
+def launch(container: dict[str, Any], **spec: Any) -> pods.Launch:
+    return pods.launch(pod(container, **spec), container, OPERAND, lookup,
+                       api_host="127.0.0.1", api_port=6443)
+
+
+def test_the_arguments_reach_the_process_unchanged_after_the_local_entrypoint() -> None:
+    started = launch({"name": "webhook", "image": "x", "args": ["webhook", "--port=10250",
+                                                                "--metrics-addr=:8080"]})
+    assert started.argv == ("/cache/external-secrets", "webhook", "--port=10250",
+                            "--metrics-addr=:8080")
+
+
+def test_a_command_naming_the_entrypoint_runs_locally_and_others_are_refused() -> None:
+    started = launch({"name": "c", "image": "x", "command": ["/bin/external-secrets", "webhook"],
+                      "args": ["--port=1"]})
+    assert started.argv == ("/cache/external-secrets", "webhook", "--port=1")
+    with pytest.raises(pods.LaunchError) as refused:
+        launch({"name": "c", "image": "x", "command": ["/bin/sh", "-c", "true"]})
+    assert refused.value.reason == "NoLocalBinary"
+
+
+def test_environment_from_fields_secrets_and_config_maps_with_expansion() -> None:
+    started = launch({"name": "c", "image": "x", "args": ["--ns=$(NS)", "$$(NS)"], "env": [
+        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+        {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "level"}}},
+        {"name": "URL", "value": "https://$(IP):1"}]})
+    assert started.argv[1:] == ("--ns=es", "$(NS)")
+    assert started.env["NS"] == "es"
+    assert started.env["URL"] == "https://10.244.0.7:1"
+    assert started.env["TOKEN"] == "s3cr3t"
+    assert started.env["LEVEL"] == "info"
+    assert started.env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+    assert started.env["KUBERNETES_SERVICE_PORT"] == "6443"
+    assert started.secret_env == frozenset({"TOKEN"})
+
+
+def test_a_missing_secret_key_is_a_config_error_unless_optional() -> None:
+    missing = {"name": "T", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "nope"}}}
+    with pytest.raises(pods.LaunchError) as refused:
+        launch({"name": "c", "image": "x", "env": [missing]})
+    assert refused.value.reason == "CreateContainerConfigError"
+    missing["valueFrom"]["secretKeyRef"]["optional"] = True  # type: ignore[index]
+    assert "T" not in launch({"name": "c", "image": "x", "env": [missing]}).env
+
+
+def test_declared_and_probe_ports_are_exposed_and_named_ports_resolve() -> None:
+    started = launch({"name": "c", "image": "x",
+                      "ports": [{"name": "ready", "containerPort": 8081},
+                                {"containerPort": 53, "protocol": "UDP"}],
+                      "readinessProbe": {"httpGet": {"path": "/readyz", "port": "ready"},
+                                         "initialDelaySeconds": 20, "periodSeconds": 5},
+                      "livenessProbe": {"tcpSocket": {"port": 9000}}})
+    assert started.ports == (8081, 9000)
+    assert started.readiness == pods.Probe("http", 8081, "/readyz", 5.0, 20.0, 3)
+    assert started.liveness.kind == "tcp"
+
+
+def test_the_user_comes_from_the_container_then_the_pod_then_the_image() -> None:
+    assert launch({"name": "c", "image": "x"}).uid == 65534
+    assert launch({"name": "c", "image": "x"}, securityContext={"runAsUser": 1000}).uid == 1000
+    assert launch({"name": "c", "image": "x", "securityContext": {"runAsUser": 7}},
+                  securityContext={"runAsUser": 1000}).uid == 7
+    with pytest.raises(pods.LaunchError):
+        launch({"name": "c", "image": "x", "securityContext": {"runAsUser": 0,
+                                                               "runAsNonRoot": True}})
+
+
+@pytest.mark.parametrize(("image", "repository"), [
+    ("ghcr.io/external-secrets/external-secrets:v1.3.2", images.OPERAND_REPOSITORY),
+    ("ghcr.io/external-secrets/external-secrets@sha256:abc", images.OPERAND_REPOSITORY),
+    ("localhost:5000/team/app:1", "localhost:5000/team/app"),
+])
+def test_images_match_by_repository(image: str, repository: str) -> None:
+    assert images.repository(image) == repository
