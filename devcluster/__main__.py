@@ -51,7 +51,7 @@ def up(args: argparse.Namespace) -> int:
         print(f"already running (state in {args.dir}); `down` first", file=sys.stderr)
         return env(args)
     controlplane.require_loopback_only_network()
-    cluster = SimulatedCluster(args.dir)
+    cluster = SimulatedCluster(args.dir, detached=True)
     cluster.start()
     crds.install(cluster.api, crds.all_crds())
     print(f"kube-apiserver {cluster.plane.version} at {cluster.plane.server}", file=sys.stderr)

@@ -15,6 +15,7 @@ and still nothing leaves the namespace. One implementation serves the pytest fix
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
@@ -73,18 +74,41 @@ def node_object(name: str, zone: str) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class RunningProcess:
+    """A container's process as it sees itself (from /proc)."""
+
+    pod: str
+    pid: int
+    argv: tuple[str, ...]
+    env: dict[str, str]
+
+
+def _read_process(pod: str, pid: int) -> RunningProcess | None:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # it just exited
+        return None
+    env = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+    return RunningProcess(pod, pid, tuple(a.decode() for a in argv if a), env)
+
+
 @dataclass
 class SimulatedCluster:
     """The control plane plus the processes that make it a cluster."""
 
     workdir: Path
     audit: bool = False
+    detached: bool = False
+    """Keep running after the starting process exits (`python -m devcluster up`)."""
     images: image_map.ImageMap = field(default_factory=dict)
     """Images the runner can run, besides the operand's."""
     plane: LocalControlPlane = field(init=False)
 
     def __post_init__(self) -> None:
-        self.plane = LocalControlPlane(ensure_binaries(), self.workdir, audit=self.audit)
+        self.plane = LocalControlPlane(ensure_binaries(), self.workdir, audit=self.audit,
+                                       detached=self.detached)
 
     @property
     def kubeconfig(self) -> Path:
@@ -123,6 +147,17 @@ class SimulatedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def processes(self, namespace: str, container: str) -> list[RunningProcess]:
+        """The running processes of `container` in the pods of `namespace`."""
+        found = []
+        for pid_file in sorted((self.workdir / "pods").glob(f"{namespace}_*/{container}.pid")):
+            with contextlib.suppress(OSError, ValueError):
+                pod = pid_file.parent.name.split("_")[1]
+                process = _read_process(pod, int(pid_file.read_text()))
+                if process is not None:
+                    found.append(process)
+        return found
 
     def _spawn_controllers(self, kwok: Path) -> None:
         w, bins, kubeconfig = self.workdir, self.plane.bin_dir, str(self.kubeconfig)

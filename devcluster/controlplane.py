@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,10 @@ omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
   - level: Metadata
 """
+
+
+# Forks every attached process; its one thread lives until the interpreter exits.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="devcluster-spawner")
 
 
 class ControlPlaneError(RuntimeError):
@@ -117,6 +122,9 @@ class LocalControlPlane:
     api_port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_hex(24))
     audit: bool = False  # log every request's metadata to `audit_log` (benchmarks, write counts)
+    detached: bool = False
+    """Outlive the starting process (`up`); otherwise its processes die with it, so that a
+    killed test session leaves nothing running."""
     pids: dict[str, int] = field(default_factory=dict)
     version: str = ""
 
@@ -245,10 +253,12 @@ class LocalControlPlane:
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         """Start `args` as process `name` (its own session, output to `<name>.log`)."""
         log = (self.workdir / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env,
-        )
+        # setpriv sets the parent-death signal and execs (the pid stays the process's own).
+        # The signal fires when the *thread* that forked ends, so one long-lived thread forks.
+        prefix = [] if self.detached else ["setpriv", "--pdeathsig=KILL", "--"]
+        process = _SPAWNER.submit(
+            subprocess.Popen, [*prefix, *args], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env).result()
         self.pids[name] = process.pid
         self.write_state()
 

@@ -376,7 +376,7 @@ class PodSupervisor(threading.Thread):
             env=spec.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd="/")
         log.close()
-        (self.directory / f"{spec.container}.pid").write_text(str(container.process.pid))
+        self._pid_file(container).write_text(str(container.process.pid))
         container.launch = spec
         container.started_at = time.monotonic()
         container.next_probe = container.started_at + _initial_delay(spec.readiness)
@@ -385,10 +385,15 @@ class PodSupervisor(threading.Thread):
         logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
                     container.process.pid)
 
+    def _pid_file(self, container: Container) -> Path:
+        """Where the running process's pid is, for tests that look at what it was given."""
+        return self.directory / f"{container.spec['name']}.pid"
+
     def _exited(self, container: Container, code: int) -> None:
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       "finishedAt": now()}
         container.process = None
+        self._pid_file(container).unlink(missing_ok=True)
         logger.info("pod %s: %s exited with %d", self.key, container.spec["name"], code)
         policy = self.pod["spec"].get("restartPolicy", "Always")
         if policy == "Never" or (policy == "OnFailure" and code == 0):
@@ -470,6 +475,7 @@ class PodSupervisor(threading.Thread):
                 self._kill(container)
                 container.process.wait()
             container.process = None
+            self._pid_file(container).unlink(missing_ok=True)
 
 
 # --- the runner ---------------------------------------------------------------------------------

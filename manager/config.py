@@ -127,6 +127,14 @@ class CertManagerSettings(_Frozen):
     issuer_group: str = CERT_MANAGER_GROUP
     duration: str = "8760h0m0s"
     renew_before: str = "30m0s"
+    ca_bundle: str | None = None
+    """A cluster fact, not a setting: without the CA injector (addInjectorAnnotations
+    "false") the operator puts the CA of the issued webhook certificate (its Secret's
+    `ca.crt`, base64 as the API carries it) into the webhooks' caBundle."""
+
+    @property
+    def operator_fills_ca_bundle(self) -> bool:
+        return self.enabled and not self.add_injector_annotations
 
 
 class BitwardenSettings(_Frozen):

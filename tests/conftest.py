@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 
 from devcluster import controlplane
-from devcluster.cluster import SimulatedCluster
+from devcluster.cluster import SimulatedCluster, ensure_tool
 
 _SESSION: dict[str, object] = {"version": None}
 
@@ -55,6 +55,46 @@ def _existing_cluster() -> Cluster:
         capture_output=True, text=True, check=True,
     ).stdout
     return Cluster(kubeconfig, kubectl_path, version, None)
+
+
+@dataclass
+class CertManager:
+    """cert-manager's controller and CA injector (v1.11.5, built from its Go module) as
+    processes with the admin's kubeconfig: the operator only consumes cert-manager's API,
+    so how cert-manager itself is deployed is not under test."""
+
+    cluster: Cluster
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self) -> None:
+        bin_dir = ensure_tool("cert-manager")
+        kubeconfig = f"--kubeconfig={self.cluster.kubeconfig}"
+        logs = self.cluster.kubeconfig.parent
+        for name, args in (("cert-manager-controller", [
+                "--cluster-resource-namespace=kube-system",
+                "--metrics-listen-address=127.0.0.1:0"]),
+                           ("cert-manager-cainjector", [])):
+            with (logs / f"{name}.log").open("ab") as log:
+                self.processes.append(subprocess.Popen(  # killed with this process, too
+                    ["setpriv", "--pdeathsig=KILL", "--", str(bin_dir / name), kubeconfig,
+                     "--leader-elect=false", *args],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(15)
+        self.processes.clear()
+
+
+@pytest.fixture
+def cert_manager(cluster: Cluster) -> Iterator[CertManager]:
+    if cluster.simulated is None:
+        pytest.skip("on an existing cluster, install cert-manager yourself")
+    running = CertManager(cluster)
+    yield running
+    running.stop()
 
 
 @pytest.fixture(scope="session")

@@ -41,13 +41,13 @@ class Applier:
             if live is not None and live["metadata"].get("deletionTimestamp"):
                 raise TerminatingObjectError(ref)
             if is_converged(body, live, self.field_manager):
-                return ObjectResult(ref, Action.UNCHANGED)
-            await self.kube.apply(path, body, field_manager=self.field_manager)
+                return ObjectResult(ref, Action.UNCHANGED, live)
+            applied = await self.kube.apply(path, body, field_manager=self.field_manager)
         except ApiError as error:
             raise ObjectError(ref, "apply", error) from error
         action = Action.CREATED if live is None else Action.UPDATED
         logger.info("action=apply result=%s kind=%s name=%s", action, ref.kind, ref.where)
-        return ObjectResult(ref, action)
+        return ObjectResult(ref, action, applied)
 
     async def apply_all(self, objects: Iterable[JsonObject]) -> list[ObjectResult]:
         """Apply in order; the first failure stops the sequence (later objects may depend on

@@ -51,6 +51,8 @@ class Action(enum.StrEnum):
 class ObjectResult:
     ref: ObjectRef
     action: Action
+    live: JsonObject | None = None
+    """The object as the server has it after the step (None once deleted)."""
 
     @property
     def wrote(self) -> bool:

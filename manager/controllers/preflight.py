@@ -15,12 +15,20 @@ from manager.apply.discovery import Discovery
 from manager.config import ESC_APP, EffectiveConfig
 from manager.controllers.watches import WatchSpec
 from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
+from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
 
 CERT_MANAGER_API = "cert-manager.io/v1"
 CERT_MANAGER_CRDS = {
     "Certificate": "certificates.cert-manager.io",
     "Issuer": "issuers.cert-manager.io",
     "ClusterIssuer": "clusterissuers.cert-manager.io",
+}
+# The operand's own APIs, which its controller and webhook need at start-up (OLM installs them
+# from the bundle). Two stand for the whole set: they are installed together.
+OPERAND_API = "external-secrets.io/v1"
+OPERAND_CRDS = {
+    "ExternalSecret": "externalsecrets.external-secrets.io",
+    "SecretStore": "secretstores.external-secrets.io",
 }
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
@@ -42,10 +50,23 @@ class Preflight:
     discovery: Discovery
 
     async def check(self, config: EffectiveConfig) -> None:
+        await self._check_operand_crds()
         if config.cert_manager.enabled:
             await self._check_cert_manager(config)
         if config.bitwarden.enabled and not config.bitwarden.issue_certificate:
             await self._check_bitwarden_secret(config)
+
+    async def _check_operand_crds(self) -> None:
+        """The operand's controller exits at start without its own CRDs; say so plainly."""
+        missing = [crd for kind, crd in OPERAND_CRDS.items()
+                   if await self.discovery.resolve(OPERAND_API, kind) is None]
+        if missing:
+            raise MissingDependencyError(
+                "OperandCRDsMissing", "CustomResourceDefinitions",
+                f"the operand's CRDs {', '.join(missing)} are not installed, and external-secrets "
+                "cannot start without them. They ship in the operator's bundle: reinstall the "
+                "operator through OLM (or apply them); the operator continues by itself once "
+                "they exist")
 
     async def _check_cert_manager(self, config: EffectiveConfig) -> None:
         settings = config.cert_manager
@@ -90,12 +111,16 @@ class Preflight:
 def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     """Watches that end a wait for a missing dependency as soon as it appears."""
     specs = {_crd_watch(CERT_MANAGER_CRDS["Certificate"])}
+    specs.update(_crd_watch(name) for name in OPERAND_CRDS.values())
     settings = config.cert_manager
     if settings.enabled:
         specs.add(_crd_watch(CERT_MANAGER_CRDS[settings.issuer_kind]))
         namespace = config.namespace if settings.issuer_kind == "Issuer" else None
         specs.add(WatchSpec(CERT_MANAGER_API, settings.issuer_kind, namespace,
                             field_selector=f"metadata.name={settings.issuer_name}"))
+    if settings.operator_fills_ca_bundle:  # its ca.crt goes into the webhooks (facts.py)
+        specs.add(WatchSpec("v1", "Secret", config.namespace, any_change=True,
+                            field_selector=f"metadata.name={WEBHOOK_SECRET_CERT_MANAGER}"))
     bitwarden = config.bitwarden
     if bitwarden.enabled and not bitwarden.issue_certificate:
         specs.add(WatchSpec("v1", "Secret", config.namespace,

@@ -48,9 +48,10 @@ from manager.constants import (
     OPERATOR_NAME,
     SINGLETON_NAME,
 )
-from manager.controllers import status
+from manager.controllers import readiness, status
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
 from manager.controllers.events import EventRecorder, now_rfc3339
+from manager.controllers.facts import ClusterFacts
 from manager.controllers.preflight import (
     CRD_API_VERSION,
     CRD_KIND,
@@ -60,8 +61,10 @@ from manager.controllers.preflight import (
 )
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
+from manager.render.components import CERT_CONTROLLER_APP
+from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
 
 logger = logging.getLogger(__name__)
 
@@ -105,12 +108,16 @@ def esm_default_object() -> JsonObject:
     }
 
 
+# Kinds whose status decides Ready (readiness.py): their watches follow status changes too.
+STATUS_KINDS = frozenset({"Deployment", "Certificate"})
+
+
 def child_watches(desired: DesiredState) -> set[WatchSpec]:
     """One label-selected watch per kind the renderer can produce: namespaced kinds in the
     operand namespace, cluster-scoped kinds cluster-wide."""
     return {WatchSpec(api_version, kind,
                       None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
-                      label_selector=MANAGED_SELECTOR)
+                      label_selector=MANAGED_SELECTOR, with_status=kind in STATUS_KINDS)
             for api_version, kind in desired.kinds()}
 
 
@@ -124,6 +131,7 @@ class Reconciler:
         self.applier = Applier(kube, discovery)
         self.pruner = Pruner(kube, discovery)
         self.preflight = Preflight(kube, discovery)
+        self.facts = ClusterFacts(kube)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._watches: frozenset[WatchSpec] = frozenset()
@@ -141,7 +149,7 @@ class Reconciler:
         writes: list[ObjectResult] = []
         outcome, config, annotator = await self._converge(esc, esm, writes)
         images = None
-        if config is not None and outcome.kind is OutcomeKind.READY:
+        if config is not None and outcome.applied:
             images = (config.images.external_secrets,
                       config.images.bitwarden_sdk_server if config.bitwarden.enabled else None)
         await self._write_esc_status(esc, outcome, images)
@@ -171,19 +179,21 @@ class Reconciler:
             config = self._effective_config(esc, esm)
         except ConfigError as error:
             return _config_outcome(error), None, None
-        desired = render_operand(config)
-        self._watches = frozenset(
-            child_watches(desired) | dependency_watches(config)
-            | _operand_crd_watch(config))
         try:
+            config = await self.facts.complete(config)
+            desired = render_operand(config)
+            self._watches = frozenset(
+                child_watches(desired) | dependency_watches(config)
+                | _operand_crd_watch(config))
             objects = list(desired.objects())
             namespaces = [o for o in objects if o["kind"] == "Namespace"]
             await self._apply(esc, namespaces, writes)
             await self.preflight.check(config)
             applied = await self._apply(esc, [o for o in objects if o["kind"] != "Namespace"],
                                         writes)
-            if _may_prune(config, applied):
-                await self._prune(esc, desired, objects, writes)
+            operand = await self._operand_readiness(config, applied)
+            held = await self._cert_controller_held(config, applied)
+            await self._prune(esc, desired, objects, writes, held)
         except MissingDependencyError as problem:
             return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
         except TerminatingObjectError as waiting:
@@ -193,11 +203,46 @@ class Reconciler:
         except ApiError as error:
             return self._api_outcome(error, str(error)), config, None
         annotator = await self._annotate(esc, config, writes)
-        count = len(objects)
-        return Outcome(OutcomeKind.READY, "Reconciled",
-                       f"external-secrets {config.versions.external_secrets} is installed in "
-                       f"namespace {config.namespace}: all {count} objects are applied and "
-                       "accepted by the API server"), config, annotator
+        return _operand_outcome(config, operand, len(objects)), config, annotator
+
+    async def _operand_readiness(self, config: EffectiveConfig,
+                                 applied: Sequence[ObjectResult]) -> readiness.Readiness:
+        """What the applied objects' live state says about the operand (readiness.py)."""
+        parts = []
+        for result in applied:
+            live = result.live or {}
+            if result.ref.kind == "Deployment":
+                pods = [] if readiness.deployment_available(live) else await self._pods_of(live)
+                parts.append(readiness.deployment_readiness(live, pods))
+            elif result.ref.kind == "ValidatingWebhookConfiguration":
+                parts.append(readiness.webhook_readiness(live, _ca_bundle_source(config)))
+            elif result.ref.kind == "Certificate":
+                parts.append(readiness.certificate_readiness(live))
+        return readiness.combine(parts)
+
+    async def _pods_of(self, deployment: JsonObject) -> list[JsonObject]:
+        """The pods of a Deployment that is not available (to say why)."""
+        meta = deployment.get("metadata", {})
+        match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not match:
+            return []
+        selector = ",".join(f"{key}={value}" for key, value in sorted(match.items()))
+        listing = await self.kube.list(f"/api/v1/namespaces/{meta.get('namespace')}/pods",
+                                       label_selector=selector)
+        return list(listing.get("items") or [])
+
+    async def _cert_controller_held(self, config: EffectiveConfig,
+                                    applied: Sequence[ObjectResult]) -> bool:
+        """With cert-manager on, the cert-controller goes only once cert-manager's webhook
+        Certificate is Ready and its Secret exists (the seed's safe transition)."""
+        if not config.cert_manager.enabled:
+            return False
+        certificate = next((r.live for r in applied if r.ref.kind == WEBHOOK_CERTIFICATE.kind
+                            and r.ref.name == WEBHOOK_CERTIFICATE.name), None)
+        if not readiness.certificate_ready(certificate):
+            return True
+        secret = f"/api/v1/namespaces/{config.namespace}/secrets/{WEBHOOK_SECRET_CERT_MANAGER}"
+        return await self.kube.get(secret, accept=PARTIAL_METADATA) is None
 
     def _effective_config(self, esc: JsonObject, esm: JsonObject) -> EffectiveConfig:
         try:
@@ -222,10 +267,12 @@ class Reconciler:
         return results
 
     async def _prune(self, esc: JsonObject, desired: DesiredState, objects: Sequence[JsonObject],
-                     writes: list[ObjectResult]) -> None:
+                     writes: list[ObjectResult], cert_controller_held: bool) -> None:
         keep = [ObjectRef.of(obj) for obj in objects]
         unwanted = await self.pruner.find_unwanted(desired.kinds(), desired.namespace, keep)
         for resource, obj in unwanted:
+            if cert_controller_held and _component_app(obj) == CERT_CONTROLLER_APP:
+                continue
             result = await self.pruner.delete(resource, obj)
             writes.append(result)
             await self.events.object_changed(esc, result)
@@ -311,13 +358,33 @@ class Reconciler:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _may_prune(config: EffectiveConfig, applied: Sequence[ObjectResult]) -> bool:
-    """With cert-manager on, the cert-controller goes only once the webhook Certificate is
-    applied (the Issuer was confirmed by the preflight)."""
+def _component_app(obj: JsonObject) -> str | None:
+    labels: dict[str, str] = obj.get("metadata", {}).get("labels") or {}
+    return labels.get("app.kubernetes.io/name")
+
+
+def _ca_bundle_source(config: EffectiveConfig) -> str:
+    """Who fills the webhooks' caBundle in this configuration."""
     if not config.cert_manager.enabled:
-        return True
-    return any(r.ref.kind == WEBHOOK_CERTIFICATE.kind and r.ref.name == WEBHOOK_CERTIFICATE.name
-               and r.ref.group == WEBHOOK_CERTIFICATE.group for r in applied)
+        return "the cert-controller"
+    if config.cert_manager.add_injector_annotations:
+        return "cert-manager's CA injector"
+    return "the operator, from the CA of the issued certificate"
+
+
+def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
+                     count: int) -> Outcome:
+    if operand.problems:
+        return Outcome(OutcomeKind.DEGRADED, operand.problems[0].reason,
+                       "; ".join(problem.message for problem in operand.problems), True)
+    if operand.awaited:
+        return Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand",
+                       f"all {count} objects are applied; waiting for "
+                       + "; ".join(operand.awaited), True)
+    return Outcome(OutcomeKind.READY, "Reconciled",
+                   f"external-secrets {config.versions.external_secrets} is running in "
+                   f"namespace {config.namespace}: every Deployment is available and the "
+                   "webhooks are trusted", True)
 
 
 def _operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:

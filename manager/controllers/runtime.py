@@ -8,7 +8,9 @@
 Exactly one pass runs at a time. After each pass the worker points the Watcher at what that
 pass said to watch, and schedules a retry when the pass did not end Ready: exponential
 backoff from 1 s to 60 s for transient errors, from 10 s to 5 min while the spec or a
-dependency needs a fix (the dependency watches usually end that wait much earlier). Only
+dependency needs a fix (the dependency watches usually end that wait much earlier), and
+from 2 s to 30 s while the applied operand rolls out (Deployment and Certificate status
+changes usually end that wait much earlier; the rechecks keep the reason given current). Only
 retries advance the backoff (passes that events trigger do not), and it starts over when
 the kind of outcome changes.
 """
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESYNC_SECONDS = 300.0
 TRANSIENT_BACKOFF = (1.0, 60.0)
 DEGRADED_BACKOFF = (10.0, 300.0)
+PROGRESSING_BACKOFF = (2.0, 30.0)
+BACKOFFS = {OutcomeKind.DEGRADED: DEGRADED_BACKOFF, OutcomeKind.PROGRESSING: PROGRESSING_BACKOFF}
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ class OperatorRuntime:
             self._failures, self._failing_as = 0, kind
         if retrying or self._failures == 0:
             self._failures += 1
-        first, cap = DEGRADED_BACKOFF if kind is OutcomeKind.DEGRADED else TRANSIENT_BACKOFF
+        first, cap = BACKOFFS.get(kind, TRANSIENT_BACKOFF)
         delay = min(cap, first * 2 ** min(self._failures - 1, 16))
         self.queue.request_after(delay, "retry")
         if report is None:

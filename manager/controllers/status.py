@@ -31,9 +31,10 @@ ESC_MISSING_MESSAGE = (
 
 
 class OutcomeKind(enum.StrEnum):
-    READY = "Ready"           # everything applied and accepted, pruning done
-    DEGRADED = "Degraded"     # the spec or the cluster needs a fix by the administrator
-    RETRYING = "Retrying"     # a transient error; the pass is retried with backoff
+    READY = "Ready"              # applied, pruned, and the operand works (readiness.py)
+    PROGRESSING = "Progressing"  # applied; waiting for the operand to roll out and serve
+    DEGRADED = "Degraded"        # the spec or the cluster needs a fix by the administrator
+    RETRYING = "Retrying"        # a transient error; the pass is retried with backoff
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Outcome:
     kind: OutcomeKind
     reason: str
     message: str
+    applied: bool = False
+    """Every desired object was applied (the images in status are then in effect)."""
 
     def conditions(self) -> tuple[Condition, ...]:
         if self.kind is OutcomeKind.READY:
@@ -63,6 +66,10 @@ class Outcome:
                     Condition("Progressing", "False", "WaitingForFix",
                               "nothing more happens until the problem reported by Degraded "
                               "is fixed"))
+        if self.kind is OutcomeKind.PROGRESSING:
+            return (Condition("Ready", "False", self.reason, self.message),
+                    Condition("Degraded", "False", "AsExpected", ""),
+                    Condition("Progressing", "True", self.reason, self.message))
         return (Condition("Ready", "False", self.reason, self.message),
                 Condition("Degraded", "False", "AsExpected", ""),
                 Condition("Progressing", "True", self.reason,

@@ -9,8 +9,10 @@ memory holds one small fingerprint per watched object, however large the cluster
 
 A watch only says "look again": it calls `notify(spec, reason)` when a watched object appears,
 disappears or changes in a way a pass may care about (its generation, labels, annotations
-or deletion; for kinds without a generation, any change). Status-only churn, such as a
-Deployment's rollout progress, is ignored.
+or deletion; for kinds without a generation, any change). For the kinds whose status
+decides Ready (Deployments, Certificates: `with_status`), the watch reads whole objects,
+which are few and small, and a change of their rollout or readiness counts too; other
+status churn is ignored.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class WatchSpec:
     field_selector: str | None = None
     any_change: bool = False
     """Also status-only changes count (a CRD becoming Established)."""
+    with_status: bool = False
+    """Whole objects: changes of readiness in their status count (see readiness_digest)."""
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
@@ -50,13 +54,28 @@ class WatchSpec:
         return f"{self.kind}{where} [{selector}]"
 
 
-def fingerprint(metadata: JsonObject, any_change: bool = False) -> tuple[object, ...]:
-    """What a pass may care about in an object's metadata (see module doc)."""
-    version = metadata.get("resourceVersion") if any_change else (
+READINESS_COUNTS = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+                    "availableReplicas", "unavailableReplicas")
+
+
+def readiness_digest(status: JsonObject) -> tuple[object, ...]:
+    """The parts of a status that Ready depends on (readiness.py): rollout counts and the
+    type, status and reason of each condition (not their timestamps or messages)."""
+    counts = tuple(status.get(name) for name in READINESS_COUNTS)
+    conditions = tuple(sorted((c.get("type"), c.get("status"), c.get("reason"))
+                              for c in status.get("conditions") or []))
+    return counts, conditions
+
+
+def fingerprint(obj: JsonObject, spec: WatchSpec) -> tuple[object, ...]:
+    """What a pass may care about in an object (see module doc)."""
+    metadata = obj.get("metadata", {})
+    version = metadata.get("resourceVersion") if spec.any_change else (
         metadata.get("generation") or metadata.get("resourceVersion"))
     labels = tuple(sorted((metadata.get("labels") or {}).items()))
     annotations = tuple(sorted((metadata.get("annotations") or {}).items()))
-    return (version, labels, annotations, metadata.get("deletionTimestamp"))
+    status = readiness_digest(obj.get("status") or {}) if spec.with_status else ()
+    return (version, labels, annotations, metadata.get("deletionTimestamp"), status)
 
 
 class Watcher:
@@ -131,10 +150,10 @@ class Watcher:
 
     async def _list(self, spec: WatchSpec, path: str, previous: Fingerprints | None,
                     ) -> tuple[Fingerprints, str]:
-        listing = await self._kube.list(path, label_selector=spec.label_selector,
-                                        field_selector=spec.field_selector,
-                                        accept=PARTIAL_METADATA_LIST)
-        seen = {item["metadata"]["uid"]: fingerprint(item["metadata"], spec.any_change)
+        listing = await self._kube.list(
+            path, label_selector=spec.label_selector, field_selector=spec.field_selector,
+            accept="application/json" if spec.with_status else PARTIAL_METADATA_LIST)
+        seen = {item["metadata"]["uid"]: fingerprint(item, spec)
                 for item in listing.get("items") or []}
         # The first listing may already differ from what the last pass saw (the watch starts
         # after it); a re-listing may reveal events missed while disconnected.
@@ -147,7 +166,8 @@ class Watcher:
         while True:
             async for event in self._kube.watch(
                     path, resource_version=version, label_selector=spec.label_selector,
-                    field_selector=spec.field_selector, accept=PARTIAL_METADATA):
+                    field_selector=spec.field_selector,
+                    accept="application/json" if spec.with_status else PARTIAL_METADATA):
                 metadata = event.object.get("metadata", {})
                 version = str(metadata.get("resourceVersion") or version)
                 if event.type == "BOOKMARK":
@@ -157,7 +177,7 @@ class Watcher:
                     seen.pop(uid, None)
                     self._notify(spec, f"deleted {spec.kind} {metadata.get('name')}")
                     continue
-                current = fingerprint(metadata, spec.any_change)
+                current = fingerprint(event.object, spec)
                 if seen.get(uid) != current:
                     seen[uid] = current
                     self._notify(spec, f"{event.type.lower()} {spec.kind} {metadata.get('name')}")

@@ -5,7 +5,7 @@ manifests/operand/README.md):
 
     namespace, labels, selector, controller_selector, log_level, operating_namespace,
     images.{external_secrets, bitwarden_sdk_server},
-    webhook.{check_interval, certificate_secret, annotations},
+    webhook.{check_interval, certificate_secret, annotations, ca_bundle},
     cert_manager.{issuer_ref, duration, renew_before},
     bitwarden.{tls_secret_name},
     pod.{security_context, node_selector, affinity, tolerations, extra_volumes},
@@ -99,6 +99,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
                 {INJECT_CA_FROM: f"{config.namespace}/external-secrets-webhook"}
                 if cert_manager.enabled and cert_manager.add_injector_annotations else None
             ),
+            "ca_bundle": cert_manager.ca_bundle if cert_manager.operator_fills_ca_bundle
+            else None,
         },
         "cert_manager": {
             "issuer_ref": {"name": cert_manager.issuer_name, "kind": cert_manager.issuer_kind,

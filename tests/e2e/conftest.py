@@ -2,10 +2,10 @@
 the cluster under test, and the operator.
 
 Two modes:
-- default: the session's local control plane (tests/conftest.py); this module installs the
-  operator's CRDs and runs the operator out of cluster, as a process (`python -m manager
-  run`), for the duration of the module. There is no kubelet, so no pod ever runs: the
-  scenarios check what the operator writes, not that the operand's pods start.
+- default: the session's simulated cluster (tests/conftest.py); this module installs the
+  operator's CRDs and the operand's (as OLM would from the bundle) and runs the operator out
+  of cluster, as a process (`python -m manager run`), for the duration of the module. The
+  operand's pods run for real (the simulated cluster's pod runner).
 - USE_EXISTING_CLUSTER=1: the cluster in $KUBECONFIG (kind via hack/kind-e2e.sh, or
   OpenShift) with the operator already deployed; the scenarios also wait for the operand's
   Deployments to roll out.
@@ -30,9 +30,11 @@ import openshift_client as oc
 import pytest
 import yaml
 
+from devcluster.crds import fetched_dir as fetched_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess
+from tests.operand import counts_as_installed
 
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 SAMPLE = REPO_ROOT / "samples" / "esc-namespace.yaml"
@@ -90,11 +92,25 @@ def wait_esc(status: str = "True", kind: str = "Ready", timeout: float = 90.0,
     return wait_for(check, f"{kind}={status} on the ExternalSecretsConfig", timeout)
 
 
+def wait_installed(timeout: float = 120.0) -> dict[str, Any]:
+    """Until the ESC is Ready for its generation, or, on the simulated cluster, waits for
+    nothing but bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
+    def check() -> dict[str, Any]:
+        model = esc_model()
+        ready = condition(model, "Ready")
+        assert ready is not None, model.get("status")
+        assert ready.get("observedGeneration") == model["metadata"]["generation"], ready
+        simulated = not USE_EXISTING_CLUSTER
+        assert counts_as_installed(ready, OPERAND_NAMESPACE, simulated=simulated), ready
+        return model
+
+    return wait_for(check, "the operand to be installed", timeout)
+
+
 def rollout(deployment: str) -> None:
-    """On a real cluster, wait until the Deployment's pods run its current template."""
-    if USE_EXISTING_CLUSTER:
-        with oc.project(OPERAND_NAMESPACE):
-            oc.invoke("rollout", ["status", f"deployment/{deployment}", "--timeout=300s"])
+    """Wait until the Deployment's pods run its current template and are available."""
+    with oc.project(OPERAND_NAMESPACE):
+        oc.invoke("rollout", ["status", f"deployment/{deployment}", "--timeout=300s"])
 
 
 def uninstall_command(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -127,11 +143,12 @@ def operator(cluster: Cluster, oc_client: None, tmp_path_factory: pytest.TempPat
                                   "--timeout=180s"])
         yield None
         return
-    oc.invoke("apply", ["--server-side", "--force-conflicts", "--field-manager=e2e",
-                        "-f", str(REPO_ROOT / "manifests" / "crds")])
-    oc.invoke("wait", ["--for=condition=Established", "--timeout=60s",
-                       "customresourcedefinition/externalsecretsconfigs.operator.openshift.io",
-                       "customresourcedefinition/externalsecretsmanagers.operator.openshift.io"])
+    # What OLM installs from the bundle: the operator's CRDs and the operand's.
+    for directory in (REPO_ROOT / "manifests" / "crds", fetched_crds() / "external-secrets"):
+        oc.invoke("apply", ["--server-side", "--force-conflicts", "--field-manager=e2e",
+                            "-f", str(directory)])
+    oc.invoke("wait", ["--for=condition=Established", "--timeout=60s", "--all",
+                       "customresourcedefinitions"])
     _require_no_esc()
     log = tmp_path_factory.mktemp("e2e") / "operator.log"
     process = OperatorProcess(REPO_ROOT, cluster.kubeconfig, log).start()

@@ -24,6 +24,7 @@ from tests.e2e.conftest import (
     uninstall_command,
     wait_esc,
     wait_for,
+    wait_installed,
 )
 
 DEPLOYMENTS = ("external-secrets", "external-secrets-webhook", "external-secrets-cert-controller")
@@ -134,7 +135,7 @@ def test_bitwarden_on_with_a_secret_ref_and_off_again(installed: Path) -> None:
                    "stringData": {"tls.crt": "", "tls.key": "", "ca.crt": ""}})
     wait_for(lambda: _assert_not_none(deployment("bitwarden-sdk-server")),
              "the bitwarden-sdk-server Deployment")
-    model = wait_esc("True")
+    model = wait_installed()
     assert model["status"].get("bitwardenSDKServerImage")
     assert "bitwarden-sdk-server" in {obj.name() for obj in managed("services")}
 

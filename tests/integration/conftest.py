@@ -7,11 +7,14 @@ operator's own, both through aiohttp) is recorded, so tests can count writes; a 
 also inject a connection fault into that thread's requests (the real server cannot produce
 a transient failure on demand; tests that do this say so).
 
-The ExternalSecretsConfig is a singleton and one API server serves the whole session, so
-scenarios run one after another, each with its own operand namespace. Those namespaces, and
-the user objects in them (an ExternalSecret, a SecretStore, a Secret without our labels),
-are created once, before any test installs the operand's ValidatingWebhookConfigurations:
-after that, the API server would have to call a webhook nothing serves.
+The ExternalSecretsConfig is a singleton and one cluster serves the whole session, so
+scenarios run one after another, each with its own operand namespace. The operand really
+runs (the pod runner starts its processes), so after each scenario the `esc` fixture
+deletes the ESC and then removes the operand the way an administrator would
+(manager.uninstall): two operands at once would fight over the cluster-scoped webhook
+configurations. The scenario namespaces, and the user objects in them (an ExternalSecret, a
+SecretStore, a Secret without our labels), are created once per module, while no operand
+webhook configuration exists (a configuration whose webhook is not served would refuse them).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import threading
 import time
@@ -32,13 +36,16 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from manager.constants import FIELD_MANAGER
 from manager.controllers.runtime import OperatorRuntime
 from manager.kube import ApiError, Kube, install_crds, load_configuration
 from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
 from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
 from tests.conftest import Cluster
+from tests.operand import counts_as_installed, remove_operand
 
+USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 FETCH_CRDS = REPO_ROOT / "hack" / "fetch-crds.sh"
 RBAC_FILE = REPO_ROOT / "manifests" / "operator" / "rbac.yaml"
 
@@ -212,16 +219,24 @@ async def operand_crds(kube: Kube, crd_dir: Path) -> None:
 
 @dataclass(frozen=True)
 class UserObjects:
-    """Objects users own; the operator must never change or delete them."""
+    """Objects users own; the operator must never change or delete them.
+
+    The running operand does change them (it writes an ExternalSecret's status), so
+    "untouched by the operator" means: the same object (uid), the same spec (generation), and
+    no field ever written by the operator's field manager."""
 
     refs: tuple[tuple[str, str], ...]  # (collection path, name)
-    versions: dict[str, str]  # object path -> resourceVersion at creation
+    versions: dict[str, tuple[str, int | None]]  # object path -> (uid, generation) at creation
 
     async def assert_untouched(self, kube: Kube) -> None:
-        for path, version in self.versions.items():
+        for path, (uid, generation) in self.versions.items():
             live = await kube.get(path)
             assert live is not None, f"user object {path} was deleted"
-            assert live["metadata"]["resourceVersion"] == version, f"user object {path} changed"
+            meta = live["metadata"]
+            assert meta["uid"] == uid, f"user object {path} was deleted and re-created"
+            assert meta.get("generation") == generation, f"user object {path} changed"
+            managers = {entry.get("manager") for entry in meta.get("managedFields") or []}
+            assert FIELD_MANAGER not in managers, f"the operator wrote to {path}"
 
 
 def _user_objects_for(namespace: str) -> list[tuple[str, dict[str, Any]]]:
@@ -289,7 +304,7 @@ async def user_objects(kube: Kube, operand_crds: None, operator_crds: None,
             created = await _past_stale_webhooks(
                 lambda collection=collection, body=body: kube.create(
                     collection, body, field_manager="integration-tests"))
-            versions[path] = created["metadata"]["resourceVersion"]
+            versions[path] = (created["metadata"]["uid"], created["metadata"].get("generation"))
             refs.append((collection, body["metadata"]["name"]))
     yield UserObjects(tuple(refs), versions)
     await remove_operand_webhooks(kube)
@@ -302,14 +317,11 @@ async def user_objects(kube: Kube, operand_crds: None, operator_crds: None,
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def esc(kube: Kube, user_objects: UserObjects) -> AsyncIterator[EscHandle]:
-    """Create/patch/read the singleton ESC; deleted (operand left in place) after the test."""
+    """Create/patch/read the singleton ESC; after the test it is deleted and the operand it
+    installed is removed (see the module doc)."""
     handle = EscHandle(kube)
     yield handle
-    await kube.delete(f"{ESC_API}/cluster")
-    deadline = time.monotonic() + 30
-    while await kube.get(f"{ESC_API}/cluster") is not None:
-        assert time.monotonic() < deadline, "the ExternalSecretsConfig was not deleted"
-        await asyncio.sleep(0.1)
+    await remove_operand(kube)
 
 
 @dataclass
@@ -364,6 +376,19 @@ async def wait_condition(esc: EscHandle, kind: str, status: str, timeout: float 
         if reason is not None:
             assert condition["reason"] == reason, f"{kind} is {condition}"
         return condition
+
+    result: dict[str, Any] = await eventually(check, timeout)
+    return result
+
+
+async def wait_installed(esc: EscHandle, namespace: str, timeout: float = 60.0,
+                         ) -> dict[str, Any]:
+    """Until the ESC is Ready, or, on the simulated cluster, waits for nothing but
+    bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
+    async def check() -> dict[str, Any]:
+        ready = await esc.condition("Ready")
+        assert counts_as_installed(ready, namespace, simulated=not USE_EXISTING_CLUSTER), ready
+        return dict(ready or {})
 
     result: dict[str, Any] = await eventually(check, timeout)
     return result

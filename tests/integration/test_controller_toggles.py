@@ -10,9 +10,13 @@ from typing import Any
 from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
 from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import load_crds
+from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
+    USER_NAMESPACE,
+    WEBHOOKS,
+    CertManager,
     EscHandle,
     OperatorThread,
     UserObjects,
@@ -46,8 +50,18 @@ async def wait_present(kube: Kube, namespace: str, wanted: Keys, absent: Keys = 
     return result
 
 
+async def _eventually_in_message(esc: EscHandle, text: str) -> str:
+    async def check() -> str:
+        ready = await esc.condition("Ready") or {}
+        assert text in ready.get("message", ""), ready
+        return str(ready["message"])
+    message: str = await eventually(check, 30)
+    return message
+
+
 async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                                     user_objects: UserObjects) -> None:
+                                     user_objects: UserObjects, cluster: Cluster) -> None:
+    simulated = cluster.simulated is not None
     namespace = SCENARIO_NAMESPACES["bitwarden"]
     base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
     bitwarden = {**base, "appConfig": {"bitwardenSecretManagerProvider": {
@@ -70,13 +84,20 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     assert (await esc.condition("Ready") or {})["status"] == "False"
     assert await present(kube, namespace) == installed
 
-    # The Secret appears: the dependency watch ends the wait, bitwarden is installed.
+    # The Secret appears: the dependency watch ends the wait, bitwarden is installed. The
+    # simulated cluster has no bitwarden-sdk-server binary: its pod waits, and the status
+    # says so (on a real cluster the server runs and the ESC becomes Ready).
     await kube.create(f"/api/v1/namespaces/{namespace}/secrets",
                       {"metadata": {"name": "bitwarden-tls"},
                        "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
                       field_manager="integration-tests")
-    await wait_condition(esc, "Ready", "True")
     await wait_present(kube, namespace, with_bitwarden)
+    if simulated:
+        waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
+        assert f"Deployment {namespace}/bitwarden-sdk-server" in waiting["message"]
+        assert "NoLocalBinary" in await _eventually_in_message(esc, "NoLocalBinary")
+    else:
+        await wait_condition(esc, "Ready", "True", timeout=300)
     assert (await esc.get())["status"]["bitwardenSDKServerImage"]
 
     # Off again: every bitwarden object is pruned; the user's TLS Secret stays.
@@ -104,15 +125,17 @@ async def remove_cert_manager_crds(kube: Kube) -> None:
     await eventually(gone, timeout=60)
 
 
-async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                               user_objects: UserObjects, crd_dir: Path) -> None:
+async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: StartOperator, *,
+                               user_objects: UserObjects, crd_dir: Path,
+                               cert_manager: CertManager) -> None:
+    """The real cert-manager (controller and CA injector) issues the webhook certificate."""
     namespace = SCENARIO_NAMESPACES["cert-manager"]
     await remove_cert_manager_crds(kube)  # so that cert-manager arrives while the operator runs
     base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
-    cert_manager = {"certManagerConfig": {"enabled": "true",
-                                          "issuerRef": {"name": "eso-issuer", "kind": "Issuer"}}}
+    cert_manager_spec = {"certManagerConfig": {
+        "enabled": "true", "issuerRef": {"name": "eso-issuer", "kind": "Issuer"}}}
     plain = expected_objects(base)
-    with_cert_manager = expected_objects({**base, "appConfig": cert_manager})
+    with_cert_manager = expected_objects({**base, "appConfig": cert_manager_spec})
     cert_controller = plain - with_cert_manager
     assert {k[0] for k in cert_controller} == {
         "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "Service",
@@ -120,11 +143,11 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
 
     await start_operator()
     await esc.create(base)
-    await wait_condition(esc, "Ready", "True")
+    await wait_condition(esc, "Ready", "True", timeout=60)
     installed = await wait_present(kube, namespace, plain)
 
     # cert-manager is not installed: Degraded, and the cert-controller stays.
-    await esc.patch_spec({"appConfig": cert_manager})
+    await esc.patch_spec({"appConfig": cert_manager_spec})
     degraded = await wait_condition(esc, "Degraded", "True", reason="CertManagerNotInstalled")
     assert "spec.appConfig.certManagerConfig.enabled" in degraded["message"]
     assert await present(kube, namespace) == installed
@@ -137,14 +160,44 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
     assert 'Issuer "eso-issuer" not found' in degraded["message"]
     await wait_present(kube, namespace, cert_controller)
 
-    # The Issuer appears: the webhook Certificate is applied, then the cert-controller goes.
+    # cert-manager runs and the Issuer appears: the webhook Certificate is issued, and only
+    # once it is Ready and its Secret exists does the cert-controller go.
+    cert_manager.start()
     await kube.create(f"/apis/cert-manager.io/v1/namespaces/{namespace}/issuers",
                       {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
                        "metadata": {"name": "eso-issuer"}, "spec": {"selfSigned": {}}},
                       field_manager="integration-tests")
-    await wait_condition(esc, "Ready", "True")
+    await wait_condition(esc, "Ready", "True", timeout=120)
     found = await wait_present(kube, namespace, with_cert_manager, absent=cert_controller)
     assert ("Certificate", namespace, "external-secrets-webhook") in found
+    certificate = await kube.request(
+        "GET", f"/apis/cert-manager.io/v1/namespaces/{namespace}/certificates/"
+               "external-secrets-webhook")
+    issued = next(c for c in certificate["status"]["conditions"] if c["type"] == "Ready")
+    uid = (await esc.get())["metadata"]["uid"]
+    events = await kube.list("/api/v1/namespaces/default/events",
+                             field_selector=f"involvedObject.uid={uid}")
+    removal = next(e for e in events["items"] if e["reason"] == "Deleted" and e["message"] ==
+                   f"deleted Deployment {namespace}/external-secrets-cert-controller")
+    assert removal["firstTimestamp"] >= issued["lastTransitionTime"]
+
+    # Without the CA injector (addInjectorAnnotations "false"), the operator put the CA that
+    # cert-manager published into both webhook configurations, and the webhook serves the
+    # issued certificate: the API server calls it and it admits a store.
+    secret = await kube.request("GET", f"/api/v1/namespaces/{namespace}/secrets/"
+                                       "external-secrets-webhook-cm")
+    for name in ("externalsecret-validate", "secretstore-validate"):
+        configuration = await kube.request("GET", f"{WEBHOOKS}/{name}")
+        assert {w["clientConfig"].get("caBundle") for w in configuration["webhooks"]} == {
+            secret["data"]["ca.crt"]}, name
+    store = await kube.create(f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/"
+                              "secretstores", {
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": "through-the-webhook"},
+        "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}}},
+        field_manager="integration-tests")
+    await kube.delete(f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/secretstores/"
+                      f"{store['metadata']['name']}")
     await user_objects.assert_untouched(kube)
 
     # The CRD annotator: every operand CRD gets cert-manager's injector annotation.
@@ -170,9 +223,14 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
 
     await eventually(annotator_status)
 
-    # Switched off again: the annotation the operator applied is released (removed).
+    # With the injector, cert-manager's cainjector fills the caBundle: Ready again.
+    await wait_condition(esc, "Ready", "True", timeout=60)
+
+    # Switched off again: the annotation the operator applied is released (removed), and the
+    # operator fills the caBundle itself once more.
     await esc.patch_spec({"appConfig": {"certManagerConfig": {"addInjectorAnnotations": "false"}}})
     await eventually(lambda: annotated(None))
+    await wait_condition(esc, "Ready", "True", timeout=60)
     # Leave no cert-manager objects behind for later tests (removing the CRDs removes them).
     await remove_cert_manager_crds(kube)
 

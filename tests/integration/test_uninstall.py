@@ -27,6 +27,7 @@ from tests.integration.conftest import (
     managed_objects,
     remove_operand_webhooks,
     wait_condition,
+    wait_installed,
 )
 from tests.integration.test_controller_install import expected_objects
 
@@ -75,9 +76,9 @@ def _key(ref: str) -> Key:
 
 
 async def prepare_namespace(kube: Kube, namespace: str, objects: list[tuple[str, dict[str, Any]]],
-                            ) -> dict[str, str]:
+                            ) -> dict[str, tuple[str, int | None]]:
     """The namespace and objects in it that are not the operator's, created while no webhook
-    configuration exists (nothing serves them here); their paths and resourceVersions."""
+    configuration exists (none serves them yet); their paths, uids and generations."""
     await remove_operand_webhooks(kube)
     await kube.apply(f"/api/v1/namespaces/{namespace}",
                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
@@ -88,7 +89,7 @@ async def prepare_namespace(kube: Kube, namespace: str, objects: list[tuple[str,
         await _past_stale_webhooks(partial(kube.delete, path))
         created = await _past_stale_webhooks(
             partial(kube.create, collection, body, field_manager=FIELD_MANAGER))
-        versions[path] = created["metadata"]["resourceVersion"]
+        versions[path] = (created["metadata"]["uid"], created["metadata"].get("generation"))
     return versions
 
 
@@ -117,11 +118,15 @@ def foreign_objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-async def assert_unchanged(kube: Kube, versions: dict[str, str]) -> None:
-    for path, version in versions.items():
+async def assert_unchanged(kube: Kube, versions: dict[str, tuple[str, int | None]]) -> None:
+    """Same object, same spec (the running operand writes their status, not the operator)."""
+    for path, (uid, generation) in versions.items():
         live = await kube.get(path)
         assert live is not None, f"{path} was deleted"
-        assert live["metadata"]["resourceVersion"] == version, f"{path} changed"
+        assert live["metadata"]["uid"] == uid, f"{path} was re-created"
+        assert live["metadata"].get("generation") == generation, f"{path} changed"
+        managers = {entry.get("manager") for entry in live["metadata"].get("managedFields") or []}
+        assert "external-secrets-operator" not in managers, f"the operator wrote to {path}"
 
 
 async def ours_left(kube: Kube, namespace: str) -> set[Key]:
@@ -152,7 +157,7 @@ async def test_uninstall_lists_refuses_then_deletes_and_keeps_what_is_not_ours(
                 "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}}
     operator = await start_operator()
     await esc.create(spec)
-    await wait_condition(esc, "Ready", "True")
+    await wait_installed(esc, namespace)
     expected = expected_objects(spec)
     installed = await ours_left(kube, namespace)
     assert expected - {k for k in expected if k[0] == "Namespace"} <= installed

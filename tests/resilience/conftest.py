@@ -52,7 +52,9 @@ from tests.integration.test_controller_rbac import (
     SERVICE_ACCOUNT,
     service_account_kubeconfig,
 )
+from tests.operand import counts_as_installed, remove_operand
 
+USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 logger = logging.getLogger("tests.resilience")
 
 # The integration suite's fixtures, registered here too (the admin client, the CRDs).
@@ -303,10 +305,11 @@ def assert_no_crash(operator: OperatorProcess) -> None:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def esc(kube: Kube, operator_kubeconfig: Path) -> AsyncIterator[EscHandle]:
-    """The singleton ESC, absent at the start; deleted after the test (operand left)."""
+    """The singleton ESC, absent at the start; afterwards it and the operand are removed
+    (the operand's processes really run)."""
     await delete_esc(kube)
     yield EscHandle(kube)
-    await delete_esc(kube)
+    await remove_operand(kube)
 
 
 async def delete_esc(kube: Kube) -> None:
@@ -350,14 +353,39 @@ async def wait_condition(kube: Kube, kind: str, status: str, *, contains: str = 
     return result
 
 
+async def wait_installed(kube: Kube, namespace: str, timeout: float = 60.0,
+                         ) -> dict[str, Any]:
+    """Until the ESC is Ready for its generation, or, on the simulated cluster, waits for
+    nothing but bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
+    async def check() -> dict[str, Any]:
+        esc = await kube.request("GET", f"{ESC_API}/cluster")
+        ready = next((c for c in (esc.get("status") or {}).get("conditions") or []
+                      if c["type"] == "Ready"), None)
+        assert ready is not None, esc.get("status")
+        assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
+        assert counts_as_installed(ready, namespace, simulated=not USE_EXISTING_CLUSTER), ready
+        return dict(ready)
+
+    result: dict[str, Any] = await eventually(check, timeout, interval=0.05)
+    return result
+
+
 def strip_volatile(obj: dict[str, Any]) -> dict[str, Any]:
-    """An object as its manifest decides it: no status, server bookkeeping or random IPs."""
+    """An object as its manifest decides it: no status, server bookkeeping or random IPs, and
+    none of what the running operand fills in (the cert-controller's certificate and
+    caBundles)."""
     metadata = {k: v for k, v in obj["metadata"].items()
                 if k in ("name", "namespace", "labels", "annotations", "ownerReferences")}
     body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
     if obj.get("kind") == "Service":
         body["spec"] = {k: v for k, v in body["spec"].items()
                         if k not in ("clusterIP", "clusterIPs")}
+    if obj.get("kind") == "Secret":
+        body.pop("data", None)
+    if obj.get("kind") == "ValidatingWebhookConfiguration":
+        body["webhooks"] = [{**hook, "clientConfig": {k: v for k, v in hook["clientConfig"].items()
+                                                      if k != "caBundle"}}
+                            for hook in body.get("webhooks") or []]
     return {**body, "metadata": metadata}
 
 

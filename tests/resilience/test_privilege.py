@@ -31,6 +31,7 @@ from manager.constants import FIELD_MANAGER
 from manager.kube import Kube
 from manager.render import render_operand
 from manager.render.state import renderable_kinds
+from tests.conftest import CertManager
 from tests.integration.conftest import (
     ESC_API,
     ESM_PATH,
@@ -50,6 +51,7 @@ from tests.resilience.conftest import (
     replace_spec,
     set_cert_manager,
     wait_condition,
+    wait_installed,
     wait_quiet,
     wipe_operand,
 )
@@ -146,8 +148,8 @@ def stale_objects(namespace: str) -> list[dict[str, Any]]:
     return objects
 
 
-async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                              crd_dir: Path, audit: AuditLog) -> None:
+async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartOperator, *,
+                              crd_dir: Path, audit: AuditLog, cert_manager: CertManager) -> None:
     """Each step is there for the permissions it needs (named in the comments)."""
     await set_cert_manager(kube, crd_dir, installed=False)
     await wipe_operand(kube, NAMESPACE)  # earlier suites' cluster-scoped objects, so they
@@ -168,26 +170,27 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
                                   "metadata": {"name": "resilience-bitwarden-tls",
                                                "namespace": NAMESPACE}},
                      field_manager="resilience")
-    await wait_condition(kube, "Ready", "True")
+    await wait_installed(kube, NAMESPACE, timeout=90)
 
     # cert-manager requested before it is installed (get customresourcedefinitions), then
     # installed without the Issuer (get issuers), then the Issuer: Certificates are applied,
     # the cert-controller pruned, the operand CRDs annotated (patch customresourcedefinitions).
-    cert_manager = {"enabled": "true", "addInjectorAnnotations": "true",
+    cert_manager_spec = {"enabled": "true", "addInjectorAnnotations": "true",
                     "issuerRef": {"name": "resilience-issuer", "kind": "Issuer"}}
-    spec = {**spec, "appConfig": {"proxy": proxy, "certManagerConfig": cert_manager,
+    spec = {**spec, "appConfig": {"proxy": proxy, "certManagerConfig": cert_manager_spec,
                                   "bitwardenSecretManagerProvider": {"enabled": "true"}}}
     await replace_spec(kube, f"{ESC_API}/cluster", spec)
     await wait_condition(kube, "Degraded", "True", reason="CertManagerNotInstalled")
     await set_cert_manager(kube, crd_dir, installed=True)
     await wait_condition(kube, "Degraded", "True", reason="IssuerNotFound", timeout=45)
+    cert_manager.start()  # it issues the Certificates, so the cert-controller can go
     for path, kind in ((f"{ISSUERS}/namespaces/{NAMESPACE}/issuers", "Issuer"),
                        (f"{ISSUERS}/clusterissuers", "ClusterIssuer")):
         await kube.apply(f"{path}/resilience-issuer", {
             "apiVersion": "cert-manager.io/v1", "kind": kind,
             "metadata": {"name": "resilience-issuer"}, "spec": {"selfSigned": {}}},
             field_manager="resilience")
-    await wait_condition(kube, "Ready", "True")
+    await wait_installed(kube, NAMESPACE, timeout=90)
     found = await managed_objects(kube, NAMESPACE)
     assert ("Certificate", NAMESPACE, "bitwarden-tls-certs") in found
     assert ("Deployment", NAMESPACE, "external-secrets-cert-controller") not in found
@@ -206,8 +209,8 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
 
     # Components switched off are pruned too; the injector annotation is released.
     await replace_spec(kube, f"{ESC_API}/cluster", {**spec, "appConfig": {
-        "certManagerConfig": {**cert_manager, "addInjectorAnnotations": "false"}}})
-    await wait_condition(kube, "Ready", "True")
+        "certManagerConfig": {**cert_manager_spec, "addInjectorAnnotations": "false"}}})
+    await wait_installed(kube, NAMESPACE, timeout=90)
 
     async def switched_off() -> None:
         names = {key[2] for key in await managed_objects(kube, NAMESPACE)}
@@ -222,7 +225,7 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     await esc.create({"controllerConfig": {"namespace": NAMESPACE}, "appConfig": {
         "certManagerConfig": {"enabled": "true", "issuerRef": {"name": "resilience-issuer",
                                                                "kind": "ClusterIssuer"}}}})
-    await wait_condition(kube, "Ready", "True")
+    await wait_installed(kube, NAMESPACE, timeout=90)
     await wait_quiet(audit)
     operator.stop()  # its watches end, so the audit log records them
 
@@ -252,10 +255,11 @@ def used_triples(entries: list[dict[str, Any]]) -> set[Triple]:
 
 
 async def test_every_permission_is_used(kube: Kube, esc: EscHandle,
-                                        start_operator: StartOperator, crd_dir: Path,
-                                        audit: AuditLog) -> None:
+                                        start_operator: StartOperator, crd_dir: Path, *,
+                                        audit: AuditLog, cert_manager: CertManager) -> None:
     start = audit.mark()
-    await run_every_code_path(kube, esc, start_operator, crd_dir, audit)
+    await run_every_code_path(kube, esc, start_operator, crd_dir=crd_dir, audit=audit,
+                              cert_manager=cert_manager)
     entries = audit.entries(start)
     used = used_triples(entries)
     held = {triple for name in OPERATOR_ROLES for triple in triples(roles()[name]["rules"])}
@@ -316,7 +320,7 @@ async def test_secret_values_stay_out_of_logs_events_and_status(
             "proxy": {"httpProxy": proxy, "httpsProxy": proxy},
             "bitwardenSecretManagerProvider": bitwarden}}
         await esc.create(spec)
-        await wait_condition(kube, "Ready", "True")
+        await wait_installed(kube, namespace, timeout=90)
         # The value does reach the operand, by design: the test is about the operator.
         found = await managed_objects(kube, namespace)
         assert leaks(json.dumps(found[("Deployment", namespace, "bitwarden-sdk-server")]))
@@ -326,7 +330,7 @@ async def test_secret_values_stay_out_of_logs_events_and_status(
             **spec["appConfig"], "tolerations": invalid}})
         await wait_condition(kube, "Degraded", "True")
         await replace_spec(kube, f"{ESC_API}/cluster", spec)
-        await wait_condition(kube, "Ready", "True")
+        await wait_installed(kube, namespace, timeout=90)
         await kube.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments/bitwarden-sdk-server")
         await kube.delete(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls")
         await wait_condition(kube, "Degraded", "True", reason="BitwardenSecretNotFound")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
-from manager.apply.results import Action, ObjectRef, ObjectResult
+from manager.apply.results import Action, ObjectRef
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, effective_config
 from manager.constants import FIELD_MANAGER
 from manager.controllers import events, status
@@ -22,14 +22,12 @@ from manager.controllers.crd_annotator import (
 )
 from manager.controllers.preflight import MissingDependencyError, dependency_watches
 from manager.controllers.reconciler import (
-    WEBHOOK_CERTIFICATE,
     PassReport,
     _annotator_state,
     _api_outcome,
     _config_outcome,
     _entry_message,
     _esm_state,
-    _may_prune,
     _previous_state,
     child_watches,
 )
@@ -61,8 +59,13 @@ def metadata(**changes: Any) -> JsonObject:
     return {**base, **changes}
 
 
+def print_of(meta: JsonObject, status: JsonObject | None = None, **spec: Any) -> object:
+    obj = {"metadata": meta, **({"status": status} if status is not None else {})}
+    return fingerprint(obj, WatchSpec("apps/v1", "Deployment", **spec))
+
+
 def test_status_only_churn_of_a_kind_with_generation_is_ignored() -> None:
-    assert fingerprint(metadata()) == fingerprint(metadata(resourceVersion="11"))
+    assert print_of(metadata()) == print_of(metadata(resourceVersion="11"))
 
 
 @pytest.mark.parametrize("changes", [
@@ -72,33 +75,59 @@ def test_status_only_churn_of_a_kind_with_generation_is_ignored() -> None:
     {"deletionTimestamp": "2026-01-01T00:00:00Z"},
 ], ids=["spec", "labels", "annotations", "deletion"])
 def test_changes_a_pass_cares_about_are_seen(changes: JsonObject) -> None:
-    assert fingerprint(metadata()) != fingerprint(metadata(**changes))
+    assert print_of(metadata()) != print_of(metadata(**changes))
 
 
 def test_label_order_is_not_a_change() -> None:
-    assert fingerprint(metadata()) == fingerprint(metadata(labels={"b": "2", "a": "1"}))
+    assert print_of(metadata()) == print_of(metadata(labels={"b": "2", "a": "1"}))
 
 
 def test_without_a_generation_any_new_version_is_a_change() -> None:
     config_map = metadata()
     del config_map["generation"]
-    assert fingerprint(config_map) != fingerprint({**config_map, "resourceVersion": "11"})
+    assert print_of(config_map) != print_of({**config_map, "resourceVersion": "11"})
 
 
 def test_any_change_watches_see_status_changes_too() -> None:
     # A CRD becoming Established changes its status only.
-    assert fingerprint(metadata(), any_change=True) != \
-        fingerprint(metadata(resourceVersion="11"), any_change=True)
+    assert print_of(metadata(), any_change=True) != \
+        print_of(metadata(resourceVersion="11"), any_change=True)
+
+
+def rollout(available: int, **extra: Any) -> JsonObject:
+    condition = {"type": "Available", "status": "True" if available else "False",
+                 "reason": "MinimumReplicasAvailable", "lastUpdateTime": extra.pop("at", "t1"),
+                 "message": extra.pop("message", "")}
+    return {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": available, "conditions": [condition], **extra}
+
+
+def test_status_watches_see_a_deployment_becoming_available() -> None:
+    assert print_of(metadata(), rollout(0), with_status=True) != \
+        print_of(metadata(resourceVersion="11"), rollout(1), with_status=True)
+
+
+def test_status_watches_ignore_timestamps_and_messages() -> None:
+    assert print_of(metadata(), rollout(1), with_status=True) == \
+        print_of(metadata(resourceVersion="11"), rollout(1, at="t2", message="now"),
+                 with_status=True)
+
+
+def test_only_deployments_and_certificates_are_watched_with_status() -> None:
+    watched = {spec.kind for spec in child_watches(render_operand(config(CERT_MANAGER)))
+               if spec.with_status}
+    assert watched == {"Deployment", "Certificate"}
 
 
 # --- preflight: the watches that end a wait for a dependency --------------------------------
 
 
-def test_without_dependencies_only_cert_manager_arrival_is_watched() -> None:
-    (only,) = dependency_watches(config())
-    assert only == WatchSpec("apiextensions.k8s.io/v1", "CustomResourceDefinition",
-                             field_selector="metadata.name=certificates.cert-manager.io",
-                             any_change=True)
+def test_without_dependencies_only_the_arrival_of_crds_is_watched() -> None:
+    names = {"certificates.cert-manager.io", "externalsecrets.external-secrets.io",
+             "secretstores.external-secrets.io"}
+    assert dependency_watches(config()) == {
+        WatchSpec("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                  field_selector=f"metadata.name={name}", any_change=True) for name in names}
 
 
 def test_a_namespaced_issuer_is_watched_by_name_in_the_operand_namespace() -> None:
@@ -127,8 +156,17 @@ def test_a_referenced_bitwarden_secret_is_watched_by_name() -> None:
 
 
 def test_a_bitwarden_certificate_we_issue_is_no_dependency() -> None:
-    app = {**CERT_MANAGER, "bitwardenSecretManagerProvider": {"enabled": "true"}}
+    app = {**CERT_MANAGER, "bitwardenSecretManagerProvider": {"enabled": "true"},
+           "certManagerConfig": {**CERT_MANAGER["certManagerConfig"],
+                                 "addInjectorAnnotations": "true"}}
     assert not any(spec.kind == "Secret" for spec in dependency_watches(config(app)))
+
+
+def test_without_the_ca_injector_the_issued_webhook_secret_is_watched() -> None:
+    # Its ca.crt becomes the webhooks' caBundle (controllers/facts.py).
+    secrets = {spec.field_selector for spec in dependency_watches(config(CERT_MANAGER))
+               if spec.kind == "Secret"}
+    assert secrets == {"metadata.name=external-secrets-webhook-cm"}
 
 
 def test_a_missing_dependency_names_the_field() -> None:
@@ -199,27 +237,6 @@ def test_only_outcomes_other_than_ready_and_failed_annotations_are_retried() -> 
     assert PassReport(ready, frozenset(), annotator_failed=True).needs_retry
     for kind in (OutcomeKind.DEGRADED, OutcomeKind.RETRYING):
         assert PassReport(Outcome(kind, "R", ""), frozenset()).needs_retry
-
-
-# --- reconciler: pruning waits for the webhook Certificate ----------------------------------
-
-
-def applied(*refs: ObjectRef) -> list[ObjectResult]:
-    return [ObjectResult(ref, Action.UNCHANGED) for ref in refs]
-
-
-def test_without_cert_manager_pruning_always_runs() -> None:
-    assert _may_prune(config(), [])
-
-
-def test_with_cert_manager_pruning_waits_for_the_webhook_certificate() -> None:
-    with_cert_manager = config(CERT_MANAGER, namespace="es")
-    certificate = ObjectRef("cert-manager.io/v1", "Certificate", "es", WEBHOOK_CERTIFICATE.name)
-    assert _may_prune(with_cert_manager, applied(certificate))  # unchanged counts as applied
-    assert not _may_prune(with_cert_manager, [])
-    assert not _may_prune(with_cert_manager, applied(
-        ObjectRef("cert-manager.io/v1", "Certificate", "es", "bitwarden-tls-certs"),
-        ObjectRef("example.io/v1", "Certificate", "es", WEBHOOK_CERTIFICATE.name)))
 
 
 # --- reconciler: ESM controller states ------------------------------------------------------

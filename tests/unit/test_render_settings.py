@@ -233,6 +233,21 @@ def test_injector_annotations_go_on_both_webhook_configurations_only_when_asked(
                                          name)["metadata"]
 
 
+def test_without_the_injector_the_operator_sets_the_issued_ca_on_every_webhook() -> None:
+    ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
+    filled = render(cert_manager=CERT_MANAGER.model_copy(update={"ca_bundle": ca}))
+    injected = render(cert_manager=CERT_MANAGER.model_copy(
+        update={"ca_bundle": ca, "add_injector_annotations": True}))
+    not_yet = render(cert_manager=CERT_MANAGER)
+    built_in = render(cert_manager=CertManagerSettings(ca_bundle=ca))
+    for name in ("externalsecret-validate", "secretstore-validate"):
+        webhooks = find(filled, "ValidatingWebhookConfiguration", name)["webhooks"]
+        assert {w["clientConfig"].get("caBundle") for w in webhooks} == {ca}
+        for other in (injected, not_yet, built_in):  # someone else fills it: not ours to set
+            webhooks = find(other, "ValidatingWebhookConfiguration", name)["webhooks"]
+            assert all("caBundle" not in w["clientConfig"] for w in webhooks)
+
+
 def test_the_built_in_cert_controller_serves_the_webhook_from_its_secret() -> None:
     state = render()
     volumes = find(state, "Deployment", "external-secrets-webhook")["spec"]["template"][

@@ -1,0 +1,111 @@
+"""Every flag the operator renders exists in the shipped operand release and in the one the
+simulated cluster runs.
+
+The operand image is external-secrets EXTERNAL_SECRETS_VERSION (v1.3.2), which cannot be
+built from the Go module proxy; the simulated cluster runs SIMULATION_EXTERNAL_SECRETS_VERSION
+(v0.16.2). A flag missing from either would make the real pod exit at start (v1.3.2) or the
+tests prove nothing about it (v0.16.2). v1.3.2's flags are read from its module source (its
+`cmd/` is in the module zip), v0.16.2's from the built binary's `--help`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster.cluster import ensure_tool
+from manager import versions
+from manager.api.models import ExternalSecretsConfigSpec
+from manager.config import OperatorEnvironment, effective_config
+from manager.render import render_operand
+
+MODULE = "github.com/external-secrets/external-secrets"
+# The subcommand of each command variable in cmd/controller/*.go ("" is the root command).
+COMMANDS = {"rootCmd": "", "webhookCmd": "webhook", "certcontrollerCmd": "certcontroller"}
+FLAG_IN_SOURCE = re.compile(r'(\w+)\.(?:Persistent)?Flags\(\)\s*\.\s*\w+\(\s*&?[\w.]+\s*,\s*'
+                            r'"([\w-]+)"')
+FLAG_IN_HELP = re.compile(r"^\s+(?:-\w, )?--([\w-]+)", re.MULTILINE)
+# Specs that together render every flag the operator can produce.
+SPECS: tuple[dict[str, Any], ...] = (
+    {},
+    {"appConfig": {"operatingNamespace": "team-a", "logLevel": 5}},
+    {"appConfig": {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}},
+)
+
+
+def rendered_flags() -> dict[str, set[str]]:
+    """Flag names by subcommand, over every operand container of every spec above."""
+    flags: dict[str, set[str]] = {}
+    environment = OperatorEnvironment.from_environ({})
+    for spec in SPECS:
+        config = effective_config(ExternalSecretsConfigSpec.model_validate(spec), None,
+                                  environment)
+        for obj in render_operand(config).objects():
+            if obj["kind"] != "Deployment":
+                continue
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                if "external-secrets/external-secrets" not in container["image"]:
+                    continue
+                args = container.get("args") or []
+                command = args[0] if args and not args[0].startswith("-") else ""
+                flags.setdefault(command, set()).update(
+                    arg[2:].split("=", 1)[0] for arg in args if arg.startswith("--"))
+    return flags
+
+
+def source_flags(version: str) -> dict[str, set[str]]:
+    download = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"],
+                              capture_output=True, text=True, check=True, cwd="/",
+                              timeout=600)
+    directory = Path(json.loads(download.stdout)["Dir"]) / "cmd" / "controller"
+    flags: dict[str, set[str]] = {}
+    for path in directory.glob("*.go"):
+        for variable, name in FLAG_IN_SOURCE.findall(path.read_text()):
+            if variable in COMMANDS:
+                flags.setdefault(COMMANDS[variable], set()).add(name)
+    return flags
+
+
+def help_flags(binary: Path, command: str) -> set[str]:
+    text = subprocess.run([str(binary), *([command] if command else []), "--help"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout
+    return set(FLAG_IN_HELP.findall(text))
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, set[str]]:
+    flags = rendered_flags()
+    assert set(flags) == {"", "webhook", "certcontroller"}, flags
+    assert {"namespace", "enable-cluster-store-reconciler"} <= flags[""]
+    return flags
+
+
+def test_the_shipped_release_knows_every_rendered_flag(rendered: dict[str, set[str]]) -> None:
+    known = source_flags(versions.EXTERNAL_SECRETS_VERSION)
+    for command, flags in rendered.items():
+        assert flags <= known.get(command, set()), (command, sorted(flags - known[command]))
+
+
+def test_the_simulated_release_knows_every_rendered_flag(rendered: dict[str, set[str]]) -> None:
+    binary = ensure_tool("external-secrets") / "external-secrets"
+    for command, flags in rendered.items():
+        known = help_flags(binary, command)
+        assert flags <= known, (command, sorted(flags - known))
+
+
+def test_the_source_reader_agrees_with_the_help(rendered: dict[str, set[str]]) -> None:
+    """The reader of v1.3.2's source is checked on v0.16.2, whose source and `--help` must
+    agree: every flag it finds is real, and it finds every flag the operator renders (a
+    reader that found nothing would make the first test pass vacuously). Flags registered
+    outside cmd/controller (template delimiters, provider caches) are not read, and the
+    operator renders none of them."""
+    binary = ensure_tool("external-secrets") / "external-secrets"
+    from_source = source_flags(versions.SIMULATION_EXTERNAL_SECRETS_VERSION)
+    for command in COMMANDS.values():
+        assert from_source[command] <= help_flags(binary, command), command
+        assert rendered[command] <= from_source[command], command

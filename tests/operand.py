@@ -1,0 +1,61 @@
+"""What every suite needs about the operand: whether it counts as installed, and removing it.
+
+The simulated cluster has no bitwarden-sdk-server binary (its Go module is not served), so
+with bitwarden on the operand can never be fully available there: the operator then reports
+`Ready=False`, `WaitingForOperand`, awaiting exactly that Deployment with its pod waiting for
+`NoLocalBinary`. Suites that switch bitwarden on accept that state, and only that state, as
+"installed" on the simulated cluster; on a real cluster they expect `Ready=True`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from manager.kube import Kube
+from manager.uninstall import execute_uninstall, plan_uninstall
+
+ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
+OPERAND_PODS = "app.kubernetes.io/instance=external-secrets"
+
+# The objects an awaited item names: "Deployment ns/name:", "Certificate ns/name is",
+# "ValidatingWebhookConfiguration name:".
+AWAITED = re.compile(r"\b(Deployment|Certificate|ValidatingWebhookConfiguration) ([\w./-]+?)[: ]")
+
+
+def awaits_only_bitwarden(ready: dict[str, Any], namespace: str) -> bool:
+    message = str(ready.get("message", ""))
+    awaited = AWAITED.findall(message.split("; waiting for ", 1)[-1])
+    return (ready.get("status") == "False" and ready.get("reason") == "WaitingForOperand"
+            and "NoLocalBinary" in message
+            and awaited == [("Deployment", f"{namespace}/bitwarden-sdk-server")])
+
+
+def counts_as_installed(ready: dict[str, Any] | None, namespace: str, *, simulated: bool) -> bool:
+    """Ready=True, or (simulated cluster) waiting for nothing but bitwarden-sdk-server."""
+    if ready is None:
+        return False
+    if ready.get("status") == "True":
+        return True
+    return simulated and awaits_only_bitwarden(ready, namespace)
+
+
+async def remove_operand(kube: Kube, timeout: float = 60.0) -> None:
+    """Delete the ESC, then every object the operator created (as `uninstall --operand
+    --yes` does), and wait until the operand's pods, and so its processes, are gone: the
+    operand really runs, and two at once would fight over the cluster-scoped webhook
+    configurations."""
+    await kube.delete(ESC_PATH)
+    deadline = time.monotonic() + timeout
+    while await kube.get(ESC_PATH) is not None:
+        assert time.monotonic() < deadline, "the ExternalSecretsConfig was not deleted"
+        await asyncio.sleep(0.1)
+    report = await execute_uninstall(kube, await plan_uninstall(kube))
+    assert not report.errors, report.errors
+    for namespace in {ref.namespace for ref in report.deleted if ref.kind == "Deployment"}:
+        while (await kube.list(f"/api/v1/namespaces/{namespace}/pods",
+                               label_selector=OPERAND_PODS)).get("items"):
+            assert time.monotonic() < deadline, f"operand pods are still running in {namespace}"
+            await asyncio.sleep(0.2)
