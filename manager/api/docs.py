@@ -330,6 +330,13 @@ work, or where a rule would fail to evaluate:
   root rule gives the message its intended meaning.
 - **`certManagerConfig.enabled`** is both required and defaulted, as the seed marks it; the
   default makes `certManagerConfig: {}` valid (cert-manager disabled).
+- **Categories: only `external-secrets-operator`.** The seed puts both CRDs in the categories
+  `external-secrets-operator` and `external-secrets`. The operand's CRDs (ExternalSecret,
+  SecretStore, ...) are in `external-secrets` too, so a namespaced command such as
+  `kubectl delete external-secrets --all -n team-a` would also reach these two cluster-scoped
+  singletons and delete `ExternalSecretsConfig/cluster` and `ExternalSecretsManager/cluster`.
+  The CRDs keep only `external-secrets-operator` (`kubectl get external-secrets-operator`
+  lists both).
 """
 
 
