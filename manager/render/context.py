@@ -20,9 +20,12 @@ from manager.config import EffectiveConfig, ProxySettings
 from manager.render import labels
 from manager.render.components import APP_NAMES, BITWARDEN, BITWARDEN_CERTIFICATE, CONTROLLER_APP
 
-# logLevel (1-5, more is more verbose) -> the operand's --loglevel. Monotonic on purpose: the
-# reference operator's 1 -> warn, 2 -> error ordering is a quirk we do not copy.
-OPERAND_LOG_LEVELS: Final = {1: "error", 2: "warn", 3: "info", 4: "debug", 5: "debug"}
+# logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
+# (normal informational logs), 2 steady-state information, 3 extended information about
+# changes, 4 debug, 5 trace. The operand's zap logger has two informational levels (info, and
+# debug for its logr V(1) messages), so 1-3 are `info` and 4-5 `debug`. Not the reference
+# operator's 1 -> warn, 2 -> error, which hides the operand's info logs by default.
+OPERAND_LOG_LEVELS: Final = {1: "info", 2: "info", 3: "info", 4: "debug", 5: "debug"}
 
 # The restricted Pod Security profile. No runAsUser: OpenShift's SCCs assign one, and the
 # images run as a non-root user elsewhere.

@@ -166,8 +166,15 @@ def test_the_log_level_mapping_is_monotonic_more_is_more_verbose() -> None:
     verbosity = ["error", "warn", "info", "debug"]
     ranks = [verbosity.index(OPERAND_LOG_LEVELS[level]) for level in range(1, 6)]
     assert ranks == sorted(ranks)
-    assert OPERAND_LOG_LEVELS[1] == "error"
     assert OPERAND_LOG_LEVELS[5] == "debug"
+
+
+def test_the_default_log_level_gives_the_operands_informational_logs() -> None:
+    """Kubernetes logging guidelines: V(1) is a reasonable default that shows normal
+    informational messages; the operand's `info` does, `warn` and `error` hide them."""
+    assert OPERAND_LOG_LEVELS[1] == "info"
+    assert "--loglevel=info" in args(render(), "external-secrets")
+    assert OPERAND_LOG_LEVELS[4] == "debug"  # the guidelines' debug level
 
 
 def test_operating_namespace_narrows_the_controller_and_disables_cluster_reconcilers() -> None:
