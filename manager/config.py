@@ -35,6 +35,7 @@ from manager.api.models import (
     GlobalConfig,
     ProxyConfig,
 )
+from manager.api.rules import SHARED_NAMESPACES, SYSTEM_NAMESPACE_PREFIXES
 
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
@@ -87,9 +88,12 @@ class OperatorEnvironment(_Frozen):
     http_proxy: str | None = None
     https_proxy: str | None = None
     no_proxy: str | None = None
+    own_namespace: str | None = None
+    """The namespace the operator runs in, when known (`manager.kube.own_namespace`)."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> OperatorEnvironment:
+    def from_environ(cls, environ: Mapping[str, str],
+                     own_namespace: str | None = None) -> OperatorEnvironment:
         """Read the variables; an absent image or version falls back to manager/versions.py.
 
         An image variable that is present but empty means "no such image here" (for example
@@ -111,6 +115,7 @@ class OperatorEnvironment(_Frozen):
             http_proxy=environ.get("HTTP_PROXY") or None,
             https_proxy=environ.get("HTTPS_PROXY") or None,
             no_proxy=environ.get("NO_PROXY") or None,
+            own_namespace=own_namespace,
         )
 
 
@@ -209,7 +214,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
     esc = esc or ExternalSecretsConfigSpec()
     app = esc.app_config
     glob = esm.global_config if esm is not None else None
-    namespace = _namespace(esc)
+    namespace = _namespace(esc, env)
     cert_manager = _cert_manager(app.cert_manager_config if app else None)
     bitwarden = _bitwarden(app, cert_manager)
     return EffectiveConfig(
@@ -249,13 +254,32 @@ def _camel(snake: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _namespace(esc: ExternalSecretsConfigSpec) -> str:
+def is_shared_namespace(namespace: str) -> bool:
+    """A namespace the operand must not share (the CRD's rule, for `render` and old objects)."""
+    return namespace in SHARED_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIXES)
+
+
+_RECREATE = ("namespace is immutable: delete the ExternalSecretsConfig (the operand it "
+             "installed stays) and create it again with a namespace of the operand's own, such "
+             "as 'external-secrets'")
+
+
+def _namespace(esc: ExternalSecretsConfigSpec, env: OperatorEnvironment) -> str:
     controller = esc.controller_config
     namespace = controller.namespace if controller else constants.DEFAULT_OPERAND_NAMESPACE
+    field = f"{ESC_CONTROLLER}.namespace"
     if not kube_values.is_dns_label(namespace):
-        raise ConfigError(f"{ESC_CONTROLLER}.namespace",
-                          f"{namespace!r} is not a valid namespace name: use lowercase letters, "
-                          "digits and '-', starting and ending with a letter or digit")
+        raise ConfigError(field, f"{namespace!r} is not a valid namespace name: use lowercase "
+                                 "letters, digits and '-', starting and ending with a letter or "
+                                 "digit")
+    if is_shared_namespace(namespace):
+        raise ConfigError(field, f"{namespace!r} is a shared or system namespace ('default', "
+                                 "'openshift', 'kube-*', 'openshift-*'), which the operand must "
+                                 f"not share; the {_RECREATE}")
+    if namespace == env.own_namespace:
+        raise ConfigError(field, f"{namespace!r} is the namespace the operator itself runs in; "
+                                 "the operand's NetworkPolicies and pruning must not reach the "
+                                 f"operator, so it needs a namespace of its own; the {_RECREATE}")
     return namespace
 
 

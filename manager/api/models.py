@@ -231,7 +231,8 @@ class ControllerConfig(ApiModel):
     namespace: Annotated[
         str,
         Field(min_length=1, max_length=63),
-        Schema(rules=(*rules.NAMESPACE_IMMUTABLE, *rules.NAMESPACE_NAME)),
+        Schema(rules=(*rules.NAMESPACE_IMMUTABLE, *rules.NAMESPACE_NAME,
+                      *rules.OPERAND_NAMESPACE_NOT_SHARED)),
     ] = "external-secrets"
     """namespace is for configuring the namespace to install the external-secret operand.
     This field is immutable once set."""

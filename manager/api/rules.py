@@ -223,6 +223,38 @@ NAMESPACE_NAME = (
     ),
 )
 
+# Namespaces the operand must never share: the cluster's own and the distribution's. The
+# operator also refuses, at run time, the namespace it runs in itself (manager/config.py),
+# which CEL cannot know.
+SHARED_NAMESPACES = ("default", "openshift")
+SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+
+
+def _quoted(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+# Added: the operand's NetworkPolicies, RBAC and pruning act on the namespace it runs in.
+OPERAND_NAMESPACE_NOT_SHARED = (
+    Rule(
+        rule=(
+            f"!(self in [{_quoted(SHARED_NAMESPACES)}]) && "
+            + " && ".join(f"!self.startsWith('{prefix}')" for prefix in SYSTEM_NAMESPACE_PREFIXES)
+        ),
+        message=(
+            "spec.controllerConfig.namespace must not be a shared or system namespace: "
+            f"{_quoted(SHARED_NAMESPACES)} and names starting with "
+            f"{' or '.join(repr(p) for p in SYSTEM_NAMESPACE_PREFIXES)} are refused; choose a "
+            "namespace of the operand's own, such as 'external-secrets'"
+        ),
+        origin="added",
+        note=(
+            "The operand's NetworkPolicies, RBAC and pruning act on its namespace; a shared or "
+            "system namespace would put them next to workloads that are not the operand's."
+        ),
+    ),
+)
+
 # Added: Secret and Issuer names are DNS subdomains; any other name can never be found.
 OBJECT_NAME = (
     Rule(

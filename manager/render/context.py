@@ -3,7 +3,8 @@
 Templates print these only through `| tojson`. The names (documented in
 manifests/operand/README.md):
 
-    namespace, labels, selector, controller_selector, log_level, operating_namespace,
+    namespace, labels, selector, policy_selector, controller_policy_selector,
+    operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
     images.{external_secrets, bitwarden_sdk_server},
     webhook.{check_interval, certificate_secret, annotations},
     cert_manager.{issuer_ref, duration, renew_before},
@@ -18,7 +19,15 @@ from typing import Any, Final
 
 from manager.config import EffectiveConfig, ProxySettings
 from manager.render import labels
-from manager.render.components import APP_NAMES, BITWARDEN, BITWARDEN_CERTIFICATE, CONTROLLER_APP
+from manager.render.components import (
+    APP_NAMES,
+    BITWARDEN,
+    BITWARDEN_APP,
+    BITWARDEN_CERTIFICATE,
+    CERT_CONTROLLER_APP,
+    CONTROLLER_APP,
+    WEBHOOK_APP,
+)
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
 # (normal informational logs), 2 steady-state information, 3 extended information about
@@ -87,7 +96,11 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "labels": labels.object_labels(config.labels, app_name,
                                        _component_version(config, component)),
         "selector": labels.selector_labels(app_name),
-        "controller_selector": labels.selector_labels(CONTROLLER_APP),
+        "policy_selector": labels.policy_selector(app_name),
+        "controller_policy_selector": labels.policy_selector(CONTROLLER_APP),
+        "operand_pods_selector": labels.policy_selector(
+            CONTROLLER_APP, WEBHOOK_APP, CERT_CONTROLLER_APP, BITWARDEN_APP),
+        "outbound_pods_selector": labels.policy_selector(CONTROLLER_APP, BITWARDEN_APP),
         "log_level": operand_log_level(config.log_level),
         "operating_namespace": config.operating_namespace,
         "images": {

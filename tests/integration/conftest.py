@@ -58,6 +58,7 @@ SCENARIO_NAMESPACES = {
     "transient": "eso-it-transient",
     "service-account": "eso-it-sa",
     "apply": "eso-it-apply",
+    "policies": "eso-it-policies",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

@@ -211,6 +211,30 @@ def test_invalid_namespaces_are_refused(spec: dict[str, Any], field: str) -> Non
     assert config_error(esc(spec)).field == field
 
 
+@pytest.mark.parametrize("namespace", [
+    "default", "kube-system", "kube-public", "kube-node-lease", "kube-anything", "openshift",
+    "openshift-config", "openshift-operators"])
+def test_shared_and_system_namespaces_are_refused_for_the_operand(namespace: str) -> None:
+    error = config_error(esc({"controllerConfig": {"namespace": namespace}}))
+    assert error.field == "spec.controllerConfig.namespace"
+    assert "shared or system namespace" in error.message
+    assert "create it again" in error.message  # the fix
+
+
+@pytest.mark.parametrize("namespace", ["external-secrets", "kubernetes-secrets", "my-openshift",
+                                       "kube", "openshifted"])
+def test_namespaces_that_only_resemble_system_ones_are_accepted(namespace: str) -> None:
+    assert config(esc({"controllerConfig": {"namespace": namespace}})).namespace == namespace
+
+
+def test_the_operators_own_namespace_is_refused_for_the_operand() -> None:
+    own = OperatorEnvironment.from_environ({}, own_namespace="eso-operator")
+    error = config_error(esc({"controllerConfig": {"namespace": "eso-operator"}}), env=own)
+    assert error.field == "spec.controllerConfig.namespace"
+    assert "the namespace the operator itself runs in" in error.message
+    assert config(esc({"controllerConfig": {"namespace": "eso"}}), env=own).namespace == "eso"
+
+
 # --- webhook and cert-manager ---------------------------------------------------------------
 
 

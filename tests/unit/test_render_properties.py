@@ -25,6 +25,7 @@ from manager.config import (
     ProxySettings,
     effective_config,
     is_reserved_label_key,
+    is_shared_namespace,
 )
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.context import RESTRICTED_CONTAINER_SECURITY_CONTEXT
@@ -44,6 +45,7 @@ PROPERTY_SETTINGS = settings(max_examples=60, deadline=None,
 # --- generated specs ------------------------------------------------------------------------
 
 dns_labels = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+operand_namespaces = dns_labels.filter(lambda name: not is_shared_namespace(name))
 label_keys = st.builds(lambda prefix, name: f"{prefix}/{name}" if prefix else name,
                        st.sampled_from(["", "example.com", "team.example.org"]),
                        st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?",
@@ -94,7 +96,7 @@ def esc_specs(draw: st.DrawFn) -> ExternalSecretsConfigSpec:
         app["bitwardenSecretManagerProvider"] = provider
     if draw(st.booleans()):
         app["operatingNamespace"] = draw(dns_labels)
-    spec: dict[str, Any] = {"controllerConfig": {"namespace": draw(dns_labels),
+    spec: dict[str, Any] = {"controllerConfig": {"namespace": draw(operand_namespaces),
                                                  "labels": draw(label_maps)}}
     if app or draw(st.booleans()):
         spec["appConfig"] = app
@@ -117,6 +119,17 @@ environments = st.builds(
 def reloaded(objects: tuple[dict[str, Any], ...]) -> list[Any]:
     """What `render` prints for `objects`, read back."""
     return list(yaml.load_all(dump_objects(objects), Loader=yaml.CSafeLoader))
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels, and In expressions) matching `labels`."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
 
 
 def pod_specs(state: DesiredState) -> list[dict[str, Any]]:
@@ -196,6 +209,20 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
                   if m["mountPath"] == "/etc/pki/tls/certs"]
         assert mounts == ([{"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
                             "readOnly": True}] if proxied else [])
+
+    # No NetworkPolicy selects a pod the operator did not render: each selects operand pods
+    # by the operator's own labels, and never a pod without them.
+    operand_pods = [t["metadata"]["labels"] for t in pod_specs(state)]
+    for obj in objects:
+        if obj["kind"] == "NetworkPolicy":
+            selector = obj["spec"]["podSelector"]
+            assert selector["matchLabels"]["app.kubernetes.io/managed-by"] == \
+                "external-secrets-operator", obj["metadata"]["name"]
+            assert any(selects(selector, labels) for labels in operand_pods), \
+                obj["metadata"]["name"]
+            foreign = {key: value for key, value in operand_pods[0].items()
+                       if key != "app.kubernetes.io/managed-by"}
+            assert not selects(selector, foreign), obj["metadata"]["name"]
 
     # Components switch as a whole.
     assert ("cert-controller" in state.components) is not config.cert_manager.enabled
