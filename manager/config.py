@@ -469,9 +469,9 @@ def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
     """
     chosen: tuple[ProxyConfig, ProxySource] | None = None
     if app is not None and app.proxy is not None:
-        chosen = (app.proxy, "ExternalSecretsConfig")
+        chosen = (_checked_proxy(app.proxy, f"{ESC_APP}.proxy"), "ExternalSecretsConfig")
     elif glob is not None and glob.proxy is not None:
-        chosen = (glob.proxy, "ExternalSecretsManager")
+        chosen = (_checked_proxy(glob.proxy, f"{ESM_GLOBAL}.proxy"), "ExternalSecretsManager")
     elif env.http_proxy or env.https_proxy or env.no_proxy:
         chosen = (ProxyConfig(http_proxy=env.http_proxy, https_proxy=env.https_proxy,
                               no_proxy=env.no_proxy), "environment")
@@ -483,6 +483,16 @@ def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
     return ProxySettings(http_proxy=proxy.http_proxy or None,
                          https_proxy=proxy.https_proxy or None,
                          no_proxy=proxy.no_proxy or None, source=source)
+
+
+def _checked_proxy(proxy: ProxyConfig, path: str) -> ProxyConfig:
+    """The CRD's URL rule, for `render` and objects stored before it existed. The
+    environment's proxy is OLM's copy of the cluster proxy, which OpenShift validates."""
+    for field, value in (("httpProxy", proxy.http_proxy), ("httpsProxy", proxy.https_proxy)):
+        problem = kube_values.proxy_url_problem(value) if value else None
+        if problem is not None:
+            raise ConfigError(f"{path}.{field}", problem)
+    return proxy
 
 
 def _images(env: OperatorEnvironment, bitwarden: BitwardenSettings) -> Images:

@@ -66,12 +66,14 @@ class ProxyConfig(ApiModel):
     in operand containers managed by the operator as environment variables."""
 
     http_proxy: Annotated[
-        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+        str | None, Field(min_length=0, max_length=2048),
+        Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
     """httpProxy is the URL of the proxy for HTTP requests."""
 
     https_proxy: Annotated[
-        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+        str | None, Field(min_length=0, max_length=2048),
+        Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
     """httpsProxy is the URL of the proxy for HTTPS requests."""
 

@@ -293,6 +293,23 @@ PROXY_VALUE = (
     ),
 )
 
+# Added: the operand's Go HTTP client can only use a proxy URL with a scheme it knows and a
+# host; anything else is silently ignored or fails every request to a provider.
+PROXY_URL = (
+    Rule(
+        rule=(
+            "self == '' || (isURL(self) && url(self).getScheme() in ['http', 'https', 'socks5'] "
+            "&& url(self).getHostname() != '')"
+        ),
+        message=(
+            "must be a URL with a scheme (http, https or socks5) and a host, such as "
+            "'http://proxy.example.com:3128'"
+        ),
+        origin="added",
+        note="A proxy without a scheme and a host cannot be used by the operand.",
+    ),
+)
+
 # --- labels and node selectors (added: the API server would refuse such labels on every
 # object the operator creates, so the installation could never succeed) --------------------
 

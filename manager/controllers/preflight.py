@@ -2,9 +2,11 @@
 
 A spec can be valid and still not work in this cluster: cert-manager requested but not
 installed, an issuerRef naming an Issuer that does not exist, a bitwarden secretRef naming a
-missing Secret. Each becomes a `MissingDependencyError` (Degraded, with the field and the
-fix), and the pass stops before applying or deleting anything else. The objects are read as metadata
-only: the bitwarden TLS Secret's data never reaches the operator.
+missing Secret or one without the keys bitwarden-sdk-server mounts. Each becomes a
+`MissingDependencyError` (Degraded, with the field and the fix), and the pass stops before
+applying or deleting anything else. Issuers and CRDs are read as metadata only; the
+bitwarden TLS Secret must be read whole to see its key names, which are kept and its values
+dropped at once (never logged).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ CERT_MANAGER_CRDS = {
     "Issuer": "issuers.cert-manager.io",
     "ClusterIssuer": "clusterissuers.cert-manager.io",
 }
+# The keys bitwarden-sdk-server's Deployment mounts from its TLS Secret (bitwarden template).
+BITWARDEN_TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
 
@@ -77,14 +81,32 @@ class Preflight:
 
     async def _check_bitwarden_secret(self, config: EffectiveConfig) -> None:
         name = config.bitwarden.tls_secret_name or ""
-        path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
-        if await self.kube.get(path, accept=PARTIAL_METADATA) is None:
+        field = f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name"
+        keys = await self._secret_keys(f"/api/v1/namespaces/{config.namespace}/secrets/{name}")
+        if keys is None:
             raise MissingDependencyError(
-                "BitwardenSecretNotFound",
-                f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name",
+                "BitwardenSecretNotFound", field,
                 f'Secret "{name}" not found in namespace "{config.namespace}". Create it with the '
                 "keys tls.crt, tls.key and ca.crt, or remove secretRef to have cert-manager issue "
                 "the certificate")
+        missing = [key for key in BITWARDEN_TLS_KEYS if key not in keys]
+        if missing:
+            raise MissingDependencyError(
+                "BitwardenSecretInvalid", field,
+                f'Secret "{name}" in namespace "{config.namespace}" has no {", ".join(missing)}: '
+                "bitwarden-sdk-server mounts tls.crt (its certificate), tls.key (its private key) "
+                "and ca.crt (the CA that signed it). Add the missing keys to the Secret; the "
+                "operator continues by itself once they are there")
+
+    async def _secret_keys(self, path: str) -> frozenset[str] | None:
+        """The key names of a Secret (None if it does not exist). Kubernetes cannot list a
+        Secret's keys without its values, so the values are dropped before returning."""
+        secret = await self.kube.get(path)
+        if secret is None:
+            return None
+        keys = frozenset(secret.get("data") or {}) | frozenset(secret.get("stringData") or {})
+        secret.clear()
+        return keys
 
 
 def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:

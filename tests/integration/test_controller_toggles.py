@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
 from manager.kube import CRD_COLLECTION, Kube, install_crds
@@ -47,7 +51,9 @@ async def wait_present(kube: Kube, namespace: str, wanted: Keys, absent: Keys = 
 
 
 async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                                     user_objects: UserObjects) -> None:
+                                     user_objects: UserObjects,
+                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     namespace = SCENARIO_NAMESPACES["bitwarden"]
     base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
     bitwarden = {**base, "appConfig": {"bitwardenSecretManagerProvider": {
@@ -70,11 +76,25 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     assert (await esc.condition("Ready") or {})["status"] == "False"
     assert await present(kube, namespace) == installed
 
-    # The Secret appears: the dependency watch ends the wait, bitwarden is installed.
-    await kube.create(f"/api/v1/namespaces/{namespace}/secrets",
-                      {"metadata": {"name": "bitwarden-tls"},
-                       "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
-                      field_manager="integration-tests")
+    # The Secret appears as a plain kubernetes.io/tls Secret, without ca.crt: Degraded naming
+    # the missing key; nothing changes, and no value of the Secret reaches the log.
+    sentinel = base64.b64encode(b"SENTINEL-bitwarden-private-key").decode()
+    secret_path = f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls"
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": "bitwarden-tls", "namespace": namespace},
+              "data": {"tls.crt": sentinel, "tls.key": sentinel}}
+    await kube.apply(secret_path, secret, field_manager="integration-tests")
+    invalid = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretInvalid")
+    assert 'Secret "bitwarden-tls"' in invalid["message"]
+    assert "has no ca.crt" in invalid["message"]
+    assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in invalid["message"]
+    assert await present(kube, namespace) == installed
+    assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()
+                or sentinel in r.getMessage()]
+
+    # The missing key is added: the dependency watch ends the wait, bitwarden is installed.
+    secret["data"]["ca.crt"] = sentinel
+    await kube.apply(secret_path, secret, field_manager="integration-tests")
     await wait_condition(esc, "Ready", "True")
     await wait_present(kube, namespace, with_bitwarden)
     assert (await esc.get())["status"]["bitwardenSDKServerImage"]

@@ -37,6 +37,7 @@ from tests.resilience.conftest import (
 
 NAMESPACE = "eso-rs-hostile"
 GOOD = {"controllerConfig": {"namespace": NAMESPACE, "labels": {"resilience": "hostile"}}}
+TLS_WITHOUT_CA = "tls-without-ca"  # a kubernetes.io/tls Secret: no ca.crt
 
 
 def esc_spec(labels: dict[str, str] | None = None, **app_config: Any) -> dict[str, Any]:
@@ -88,6 +89,12 @@ REJECTED = [
          rejected="may not be more than 2048"),
     Case("oversized-no-proxy", esc_spec(proxy={"noProxy": "a," * 2049}),
          rejected="may not be more than 4096"),
+    Case("proxy-without-scheme", esc_spec(proxy={"httpProxy": "proxy.example.com:3128"}),
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
+    Case("proxy-without-host", esc_spec(proxy={"httpsProxy": "https://"}),
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
+    Case("esm-proxy-not-a-url", esm={"globalConfig": {"proxy": {"httpProxy": "{{ proxy }}"}}},
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
     Case("unknown-field", esc_spec(hostile={"enabled": True}),
          query={"fieldValidation": "Strict"}, rejected='unknown field "spec.appConfig.hostile"'),
     Case("log-level-out-of-range", esc_spec(logLevel=99),
@@ -127,6 +134,8 @@ REJECTED = [
          rejected="should match"),
     Case("namespace-moved", {"controllerConfig": {"namespace": "kube-system"}},
          rejected="namespace is immutable once set"),
+    Case("namespace-system", {"controllerConfig": {"namespace": "openshift-config"}},
+         rejected="spec.controllerConfig.namespace must not be a shared or system namespace"),
     Case("operating-namespace-path", esc_spec(operatingNamespace="../kube-system"),
          rejected="must be a valid namespace name"),
     Case("check-interval-shell", esc_spec(webhookConfig={"certificateCheckInterval": "$(reboot)"}),
@@ -174,6 +183,11 @@ DEGRADED = [
                                                   "secretRef": {"name": "no-such-secret"}}),
          degraded="spec.appConfig.bitwardenSecretManagerProvider.secretRef.name",
          reason="BitwardenSecretNotFound"),
+    Case("bitwarden-secret-without-ca",
+         esc_spec(bitwardenSecretManagerProvider={"enabled": "true",
+                                                  "secretRef": {"name": TLS_WITHOUT_CA}}),
+         degraded=f'Secret "{TLS_WITHOUT_CA}" in namespace "{NAMESPACE}" has no ca.crt',
+         reason="BitwardenSecretInvalid"),
     Case("esm-requests-above-limits",
          esm={"globalConfig": {"resources": {"limits": {"memory": "1Gi"},
                                              "requests": {"memory": "2Gi"}}}},
@@ -240,6 +254,10 @@ async def hostile(kube: Kube, operator_kubeconfig: Path, audit: AuditLog,
                                     "metadata": {"name": "cluster"}, "spec": GOOD},
                           field_manager="hostile")
         await wait_condition(kube, "Ready", "True")
+        await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_WITHOUT_CA}",
+                         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                          "metadata": {"name": TLS_WITHOUT_CA, "namespace": NAMESPACE},
+                          "data": {"tls.crt": "", "tls.key": ""}}, field_manager="hostile")
         await wait_quiet(audit)
         yield Hostile(kube, operator, await uids(kube, NAMESPACE), audit)
     finally:

@@ -461,3 +461,22 @@ def test_the_effective_config_rejects_combinations_the_renderer_cannot_use() -> 
     with pytest.raises(ValueError, match="bitwarden_sdk_server"):
         EffectiveConfig.model_validate({"bitwarden": {"enabled": True,
                                                       "tls_secret_name": "x"}})
+
+
+# --- proxy URLs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["proxy.example.com:3128", "http://", "proxy", "ftp://p:21",
+                                   "//proxy:3128", "http://[::1"])
+def test_a_proxy_that_is_not_a_url_is_refused(value: str) -> None:
+    error = config_error(app(proxy={"httpsProxy": value}))
+    assert error.field == "spec.appConfig.proxy.httpsProxy"
+    assert "a scheme" in error.message or "not a URL" in error.message
+    esm_error = config_error(None, glob(proxy={"httpProxy": value}))
+    assert esm_error.field == "spec.globalConfig.proxy.httpProxy"
+
+
+@pytest.mark.parametrize("value", ["http://proxy:3128", "https://user:p%40ss@proxy.example.com",
+                                   "socks5://10.0.0.1:1080", "HTTP://PROXY:3128", ""])
+def test_proxy_urls_with_a_scheme_and_a_host_are_accepted(value: str) -> None:
+    assert config(app(proxy={"httpProxy": value})) is not None

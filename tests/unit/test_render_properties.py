@@ -312,10 +312,13 @@ def test_hostile_proxy_values_land_verbatim_and_change_nothing_else(http: str, h
 @PROPERTY_SETTINGS
 @given(hostile)
 def test_hostile_proxy_values_from_a_spec_reach_the_containers(value: str) -> None:
-    spec = ExternalSecretsConfigSpec.model_validate({"appConfig": {"proxy": {"httpProxy": value}}})
+    url = f"http://proxy.invalid:3128/{value}"  # a proxy must be a URL; its path is data
+    spec = ExternalSecretsConfigSpec.model_validate(
+        {"appConfig": {"proxy": {"httpProxy": url, "noProxy": value}}})
     state = render_operand(effective_config(spec, None, OperatorEnvironment()))
     for container in all_containers(state):
-        assert container["env"][0] == {"name": "HTTP_PROXY", "value": value}
+        assert container["env"][:2] == [{"name": "HTTP_PROXY", "value": url},
+                                         {"name": "NO_PROXY", "value": value}]
 
 
 json_values = st.recursive(
