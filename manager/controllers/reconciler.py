@@ -224,7 +224,7 @@ class Reconciler:
     async def _prune(self, esc: JsonObject, desired: DesiredState, objects: Sequence[JsonObject],
                      writes: list[ObjectResult]) -> None:
         keep = [ObjectRef.of(obj) for obj in objects]
-        unwanted = await self.pruner.find_unwanted(desired.kinds(), desired.namespace, keep)
+        unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
         for resource, obj in unwanted:
             result = await self.pruner.delete(resource, obj)
             writes.append(result)

@@ -71,16 +71,14 @@ async def test_pruning_deletes_only_objects_the_operator_applied(
                        content_type="application/merge-patch+json",
                        body={"metadata": {"labels": {MANAGED_BY_LABEL: None}}})
 
-    unwanted = await pruner.find_unwanted([("v1", "ConfigMap"), ("v1", "Namespace")],
-                                          NAMESPACE, keep=[])
+    unwanted = await pruner.find_unwanted([("v1", "ConfigMap"), ("v1", "Namespace")], keep=[])
     names = {obj["metadata"]["name"] for _, obj in unwanted}
     assert "applied-by-operator" in names
     assert "copied-our-label" not in names
     assert "label-removed" not in names
     assert not [obj for _, obj in unwanted if obj["kind"] == "Namespace"]
 
-    kept = await pruner.find_unwanted([("v1", "ConfigMap")], NAMESPACE,
-                                      keep=[ObjectRef.of(ours)])
+    kept = await pruner.find_unwanted([("v1", "ConfigMap")], keep=[ObjectRef.of(ours)])
     assert "applied-by-operator" not in {obj["metadata"]["name"] for _, obj in kept}
     for resource, obj in unwanted:
         result = await pruner.delete(resource, obj)
