@@ -51,6 +51,23 @@ class Preflight:
         if config.bitwarden.enabled and not config.bitwarden.issue_certificate:
             await self._check_bitwarden_secret(config)
 
+    async def missing_operating_namespace(self, config: EffectiveConfig,
+                                          ) -> MissingDependencyError | None:
+        """The problem if operatingNamespace names a namespace that does not exist. Unlike
+        the checks above it does not stop the pass: only the objects that go into that
+        namespace wait, everything else is installed."""
+        namespace = config.operating_namespace
+        if namespace is None or namespace == config.namespace:
+            return None
+        path = f"/api/v1/namespaces/{namespace}"
+        if await self.kube.get(path, accept=PARTIAL_METADATA) is not None:
+            return None
+        return MissingDependencyError(
+            "OperatingNamespaceNotFound", f"{ESC_APP}.operatingNamespace",
+            f'namespace "{namespace}" does not exist. Create it, or set operatingNamespace to '
+            "an existing namespace; the controller's Role and RoleBinding go there. Everything "
+            "else is installed, and the controller watches nothing until then")
+
     async def _check_cert_manager(self, config: EffectiveConfig) -> None:
         settings = config.cert_manager
         field = f"{ESC_APP}.certManagerConfig"
@@ -118,6 +135,9 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
         namespace = config.namespace if settings.issuer_kind == "Issuer" else None
         specs.add(WatchSpec(CERT_MANAGER_API, settings.issuer_kind, namespace,
                             field_selector=f"metadata.name={settings.issuer_name}"))
+    if config.operating_namespace is not None:
+        specs.add(WatchSpec("v1", "Namespace",
+                            field_selector=f"metadata.name={config.operating_namespace}"))
     bitwarden = config.bitwarden
     if bitwarden.enabled and not bitwarden.issue_certificate:
         specs.add(WatchSpec("v1", "Secret", config.namespace,

@@ -107,11 +107,17 @@ def esm_default_object() -> JsonObject:
 
 def child_watches(desired: DesiredState) -> set[WatchSpec]:
     """One label-selected watch per kind the renderer can produce: namespaced kinds in the
-    operand namespace, cluster-scoped kinds cluster-wide."""
-    return {WatchSpec(api_version, kind,
-                      None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
-                      label_selector=MANAGED_SELECTOR)
-            for api_version, kind in desired.kinds()}
+    operand namespace, cluster-scoped kinds cluster-wide; plus, per kind, each other
+    namespace a desired object lives in (the controller's Role in the operating namespace)."""
+    specs = {WatchSpec(api_version, kind,
+                       None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
+                       label_selector=MANAGED_SELECTOR)
+             for api_version, kind in desired.kinds()}
+    specs.update(WatchSpec(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"],
+                           label_selector=MANAGED_SELECTOR)
+                 for obj in desired.objects()
+                 if obj["metadata"].get("namespace", desired.namespace) != desired.namespace)
+    return specs
 
 
 class Reconciler:
@@ -180,8 +186,15 @@ class Reconciler:
             namespaces = [o for o in objects if o["kind"] == "Namespace"]
             await self._apply(esc, namespaces, writes)
             await self.preflight.check(config)
+            # A missing operating namespace holds back only what goes into it.
+            deferred = await self.preflight.missing_operating_namespace(config)
+            if deferred is not None:
+                objects = [o for o in objects
+                           if o["metadata"].get("namespace") != config.operating_namespace]
             applied = await self._apply(esc, [o for o in objects if o["kind"] != "Namespace"],
                                         writes)
+            if deferred is not None:  # degraded: nothing is deleted
+                raise deferred
             if _may_prune(config, applied):
                 await self._prune(esc, desired, objects, writes)
         except MissingDependencyError as problem:

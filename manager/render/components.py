@@ -5,10 +5,16 @@ together; the controller prunes managed objects of a disabled component.
 
     component              objects                                          enabled when
     namespace              Namespace                                        always
-    controller             ServiceAccount, ClusterRoles controller, view,   always
-                           edit, servicebindings, ClusterRoleBinding,
-                           leader-election Role and RoleBinding, metrics
-                           Service, Deployment, NetworkPolicy
+    controller             ServiceAccount, ClusterRoles view, edit,         always
+                           servicebindings, leader-election Role and
+                           RoleBinding, metrics Service, Deployment,
+                           NetworkPolicy
+    controller-cluster-rbac
+                           ClusterRole and ClusterRoleBinding               no operatingNamespace
+                           external-secrets-controller
+    controller-namespace-rbac
+                           Role and RoleBinding external-secrets-controller operatingNamespace
+                           in the operating namespace
     webhook                ServiceAccount, Service, Deployment,             always
                            NetworkPolicy, 2 ValidatingWebhookConfigurations
     cert-controller        ServiceAccount, ClusterRole, ClusterRoleBinding, cert-manager off
@@ -31,6 +37,8 @@ from manager.config import EffectiveConfig
 
 NAMESPACE: Final = "namespace"
 CONTROLLER: Final = "controller"
+CONTROLLER_CLUSTER_RBAC: Final = "controller-cluster-rbac"
+CONTROLLER_NAMESPACE_RBAC: Final = "controller-namespace-rbac"
 WEBHOOK: Final = "webhook"
 CERT_CONTROLLER: Final = "cert-controller"
 WEBHOOK_CERTIFICATE: Final = "webhook-certificate"
@@ -40,8 +48,9 @@ NETWORK_POLICY: Final = "network-policy"
 PROXY_CA: Final = "proxy-ca"
 
 # Every component, in the order the state lists them.
-COMPONENTS: Final = (NAMESPACE, CONTROLLER, WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE,
-                     BITWARDEN, BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROXY_CA)
+COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
+                     WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
+                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROXY_CA)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -51,6 +60,8 @@ BITWARDEN_APP: Final = "bitwarden-sdk-server"
 APP_NAMES: Final = {
     NAMESPACE: CONTROLLER_APP,
     CONTROLLER: CONTROLLER_APP,
+    CONTROLLER_CLUSTER_RBAC: CONTROLLER_APP,
+    CONTROLLER_NAMESPACE_RBAC: CONTROLLER_APP,
     WEBHOOK: WEBHOOK_APP,
     CERT_CONTROLLER: CERT_CONTROLLER_APP,
     WEBHOOK_CERTIFICATE: WEBHOOK_APP,
@@ -64,6 +75,9 @@ APP_NAMES: Final = {
 def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
     """The components `config` asks for; everything else is to be absent."""
     enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY}
+    # operatingNamespace narrows the controller's rights to that namespace.
+    enabled.add(CONTROLLER_NAMESPACE_RBAC if config.operating_namespace
+                else CONTROLLER_CLUSTER_RBAC)
     enabled.add(WEBHOOK_CERTIFICATE if config.cert_manager.enabled else CERT_CONTROLLER)
     if config.bitwarden.enabled:
         enabled.add(BITWARDEN)

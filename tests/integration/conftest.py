@@ -59,6 +59,7 @@ SCENARIO_NAMESPACES = {
     "service-account": "eso-it-sa",
     "apply": "eso-it-apply",
     "policies": "eso-it-policies",
+    "operating-namespace": "eso-it-narrow",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

@@ -188,6 +188,9 @@ DEGRADED = [
                                                   "secretRef": {"name": TLS_WITHOUT_CA}}),
          degraded=f'Secret "{TLS_WITHOUT_CA}" in namespace "{NAMESPACE}" has no ca.crt',
          reason="BitwardenSecretInvalid"),
+    Case("operating-namespace-missing", esc_spec(operatingNamespace="no-such-namespace"),
+         degraded='spec.appConfig.operatingNamespace: namespace "no-such-namespace" does not '
+                  "exist", reason="OperatingNamespaceNotFound"),
     Case("esm-requests-above-limits",
          esm={"globalConfig": {"resources": {"limits": {"memory": "1Gi"},
                                              "requests": {"memory": "2Gi"}}}},

@@ -155,6 +155,23 @@ def check_labels(labels: dict[str, str], config: EffectiveConfig) -> None:
         assert labels[key] == value
 
 
+def check_network_policies(state: DesiredState) -> None:
+    """No NetworkPolicy selects a pod the operator did not render: each selects operand pods
+    by the operator's own labels, and never a pod without them."""
+    operand_pods = [t["metadata"]["labels"] for t in pod_specs(state)]
+    foreign = {key: value for key, value in operand_pods[0].items()
+               if key != "app.kubernetes.io/managed-by"}
+    for obj in state.objects():
+        if obj["kind"] != "NetworkPolicy":
+            continue
+        selector = obj["spec"]["podSelector"]
+        name = obj["metadata"]["name"]
+        assert selector["matchLabels"]["app.kubernetes.io/managed-by"] == \
+            "external-secrets-operator", name
+        assert any(selects(selector, labels) for labels in operand_pods), name
+        assert not selects(selector, foreign), name
+
+
 @PROPERTY_SETTINGS
 @given(esc_specs(), esm_specs(), environments)
 def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
@@ -170,10 +187,13 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
     for template in pod_specs(state):
         check_labels(template["metadata"]["labels"], config)
 
-    # Every namespaced object in the operand namespace; cluster-scoped ones in none.
+    # Every namespaced object in the operand namespace (but the controller's Role and
+    # RoleBinding in the operating namespace); cluster-scoped ones in none.
     for obj in objects:
         if obj["kind"] in CLUSTER_SCOPED_KINDS:
             assert "namespace" not in obj["metadata"]
+        elif obj["metadata"]["name"] == "external-secrets-controller":
+            assert obj["metadata"]["namespace"] == config.operating_namespace
         else:
             assert obj["metadata"]["namespace"] == config.namespace
     assert ("Namespace", config.namespace) in {(o["kind"], o["metadata"]["name"])
@@ -210,19 +230,7 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
         assert mounts == ([{"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
                             "readOnly": True}] if proxied else [])
 
-    # No NetworkPolicy selects a pod the operator did not render: each selects operand pods
-    # by the operator's own labels, and never a pod without them.
-    operand_pods = [t["metadata"]["labels"] for t in pod_specs(state)]
-    for obj in objects:
-        if obj["kind"] == "NetworkPolicy":
-            selector = obj["spec"]["podSelector"]
-            assert selector["matchLabels"]["app.kubernetes.io/managed-by"] == \
-                "external-secrets-operator", obj["metadata"]["name"]
-            assert any(selects(selector, labels) for labels in operand_pods), \
-                obj["metadata"]["name"]
-            foreign = {key: value for key, value in operand_pods[0].items()
-                       if key != "app.kubernetes.io/managed-by"}
-            assert not selects(selector, foreign), obj["metadata"]["name"]
+    check_network_policies(state)
 
     # Components switch as a whole.
     assert ("cert-controller" in state.components) is not config.cert_manager.enabled

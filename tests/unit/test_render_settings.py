@@ -88,8 +88,8 @@ def args(state: DesiredState, deployment: str) -> list[str]:
 
 def test_the_default_installation_has_the_documented_objects_in_apply_order() -> None:
     state = render()
-    assert list(state.components) == ["namespace", "controller", "webhook", "cert-controller",
-                                      "network-policy"]
+    assert list(state.components) == ["namespace", "controller", "controller-cluster-rbac",
+                                      "webhook", "cert-controller", "network-policy"]
     assert names(state) == {
         ("Namespace", "external-secrets"),
         ("ServiceAccount", "external-secrets"), ("ServiceAccount", "external-secrets-webhook"),
@@ -187,6 +187,29 @@ def test_operating_namespace_narrows_the_controller_and_disables_cluster_reconci
     assert not [arg for arg in everywhere if arg.startswith("--namespace")]
     assert "--enable-cluster-store-reconciler=true" in everywhere
     assert "--enable-cluster-external-secret-reconciler=true" in everywhere
+
+
+def test_operating_namespace_moves_the_controllers_rights_into_a_role_there() -> None:
+    state = render(namespace="eso", operating_namespace="team-a")
+    kinds = {(obj["kind"], obj["metadata"]["name"]): obj for obj in state.objects()}
+    assert ("ClusterRole", "external-secrets-controller") not in kinds
+    assert ("ClusterRoleBinding", "external-secrets-controller") not in kinds
+    role = kinds[("Role", "external-secrets-controller")]
+    binding = kinds[("RoleBinding", "external-secrets-controller")]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "team-a"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "external-secrets",
+                                    "namespace": "eso"}]
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert {("secrets", "get"), ("secrets", "create"), ("externalsecrets", "watch"),
+            ("secretstores/status", "update"), ("generatorstates", "create")} <= granted
+    # Nothing cluster-scoped: those would be granted cluster-wide by no Role anyway, and the
+    # controller runs their reconcilers no more.
+    assert not {resource for resource, _ in granted
+                if resource.startswith(("cluster", "namespaces"))}
+    # Cluster-wide, the controller keeps its leader election only (in its own namespace).
+    bound = [obj for obj in state.objects() if obj["kind"] == "ClusterRoleBinding"]
+    assert all(s["name"] != "external-secrets" for b in bound for s in b["subjects"])
 
 
 def test_the_check_interval_and_namespace_reach_the_webhook_and_cert_controller() -> None:
