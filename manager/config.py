@@ -30,12 +30,17 @@ from manager.api.models import (
     ApplicationConfig,
     CertManagerConfig,
     CommonConfigs,
+    ControllerConfig,
     ExternalSecretsConfigSpec,
     ExternalSecretsManagerSpec,
     GlobalConfig,
     ProxyConfig,
 )
-from manager.api.rules import SHARED_NAMESPACES, SYSTEM_NAMESPACE_PREFIXES
+from manager.api.rules import (
+    OPERATOR_NETWORK_POLICIES,
+    SHARED_NAMESPACES,
+    SYSTEM_NAMESPACE_PREFIXES,
+)
 
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
@@ -144,6 +149,27 @@ class BitwardenSettings(_Frozen):
     """cert-manager issues `bitwarden-tls-certs` (bitwarden on, no secretRef)."""
 
 
+EgressComponent = Literal["controller", "bitwarden"]
+# componentName of controllerConfig.networkPolicies -> the component whose pods it selects.
+EGRESS_COMPONENTS: dict[str, EgressComponent] = {
+    "ExternalSecretsCoreController": "controller", "BitwardenSDKServer": "bitwarden"}
+# The operator's own egress policy of each component: all egress (the providers are unknown).
+DEFAULT_EGRESS_POLICIES: dict[EgressComponent, str] = {
+    "controller": "allow-provider-egress-for-main-controller",
+    "bitwarden": "allow-provider-egress-for-bitwarden-server",
+}
+ALLOW_ALL_EGRESS: tuple[dict[str, Any], ...] = ({},)
+
+
+class EgressPolicy(_Frozen):
+    """One egress NetworkPolicy of a component: the default, or one the administrator
+    declared (which replace the default of that component)."""
+
+    name: str
+    component: EgressComponent
+    egress: tuple[dict[str, Any], ...]
+
+
 ProxySource = Literal["ExternalSecretsConfig", "ExternalSecretsManager", "environment"]
 
 
@@ -183,6 +209,11 @@ class EffectiveConfig(_Frozen):
     tolerations: list[dict[str, Any]] | None = None
     node_selector: dict[str, str] | None = None
     proxy: ProxySettings | None = None
+    egress_policies: tuple[EgressPolicy, ...] = (
+        EgressPolicy(name=DEFAULT_EGRESS_POLICIES["controller"], component="controller",
+                     egress=ALLOW_ALL_EGRESS),)
+    """Egress NetworkPolicies of the components that call out (bitwarden's only while it is
+    enabled)."""
     images: Images = Images()
     versions: Versions = Versions()
 
@@ -230,6 +261,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         tolerations=_tolerations(app, glob),
         node_selector=_node_selector(app, glob),
         proxy=_proxy(app, glob, env),
+        egress_policies=_egress_policies(esc.controller_config, bitwarden),
         images=_images(env, bitwarden),
         versions=_versions(env),
     )
@@ -493,6 +525,32 @@ def _checked_proxy(proxy: ProxyConfig, path: str) -> ProxyConfig:
         if problem is not None:
             raise ConfigError(f"{path}.{field}", problem)
     return proxy
+
+
+def _egress_policies(controller: ControllerConfig | None,
+                     bitwarden: BitwardenSettings) -> tuple[EgressPolicy, ...]:
+    """Per component that calls out: the administrator's policies if any name it, else the
+    default that allows all egress. The CRD's name rules are checked again for `render`."""
+    declared = list(controller.network_policies or []) if controller else []
+    path = f"{ESC_CONTROLLER}.networkPolicies"
+    names = [policy.name for policy in declared]
+    for index, name in enumerate(names):
+        if name in OPERATOR_NETWORK_POLICIES or not kube_values.is_dns_subdomain(name):
+            raise ConfigError(f"{path}[{index}].name",
+                              f"{name!r} must be an object name that none of the operator's own "
+                              "NetworkPolicies has")
+        if names.count(name) > 1:
+            raise ConfigError(f"{path}[{index}].name", f"{name!r} is used twice; names must "
+                                                       "be unique (each is one NetworkPolicy)")
+    components: tuple[EgressComponent, ...] = (("controller", "bitwarden") if bitwarden.enabled
+                                               else ("controller",))
+    policies: list[EgressPolicy] = []
+    for component in components:
+        mine = [EgressPolicy(name=p.name, component=component, egress=tuple(p.egress))
+                for p in declared if EGRESS_COMPONENTS[p.component_name] == component]
+        policies.extend(mine or [EgressPolicy(name=DEFAULT_EGRESS_POLICIES[component],
+                                              component=component, egress=ALLOW_ALL_EGRESS)])
+    return tuple(policies)
 
 
 def _images(env: OperatorEnvironment, bitwarden: BitwardenSettings) -> Images:

@@ -255,6 +255,48 @@ OPERAND_NAMESPACE_NOT_SHARED = (
     ),
 )
 
+# The NetworkPolicies the operator renders itself; a declared policy must not take their names.
+OPERATOR_NETWORK_POLICIES = (
+    "deny-all-traffic",
+    "allow-to-dns",
+    "allow-api-server-egress-for-main-controller",
+    "allow-api-server-egress-for-webhook",
+    "allow-api-server-egress-for-cert-controller",
+    "allow-api-server-egress-for-bitwarden-server",
+    "allow-main-controller-egress-to-bitwarden-server",
+    "allow-provider-egress-for-main-controller",
+    "allow-provider-egress-for-bitwarden-server",
+)
+
+NETWORK_POLICY_NAME = (
+    Rule(
+        rule=f"!(self in [{_quoted(OPERATOR_NETWORK_POLICIES)}])",
+        message=(
+            "name must not be the name of a NetworkPolicy the operator renders itself "
+            f"({', '.join(OPERATOR_NETWORK_POLICIES)})"
+        ),
+        origin="added",
+        note="Each entry becomes a NetworkPolicy of that name next to the operator's own.",
+    ),
+)
+
+# Added: each entry becomes one NetworkPolicy named `name` in the operand namespace, so two
+# entries with one name (for different components) would be one object.
+NETWORK_POLICIES = (
+    Rule(
+        rule="self.all(p, self.exists_one(q, q.name == p.name))",
+        message=(
+            "names in networkPolicies must be unique: each entry becomes a NetworkPolicy of "
+            "that name in the operand namespace"
+        ),
+        origin="added",
+        note=(
+            "The list is keyed by name and componentName, as in the reference operator, but "
+            "both entries of one name would be the same NetworkPolicy object."
+        ),
+    ),
+)
+
 # Added: Secret and Issuer names are DNS subdomains; any other name can never be found.
 OBJECT_NAME = (
     Rule(

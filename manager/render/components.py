@@ -26,6 +26,9 @@ together; the controller prunes managed objects of a disabled component.
     bitwarden-certificate  Certificate bitwarden-tls-certs                  bitwarden on without
                                                                             secretRef
     network-policy         NetworkPolicies deny-all-traffic, allow-to-dns   always
+    provider-egress        one egress NetworkPolicy per policy of the       always
+                           config (controller; bitwarden-sdk-server while
+                           it is on): the default or the declared ones
     proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
 """
 
@@ -45,12 +48,13 @@ WEBHOOK_CERTIFICATE: Final = "webhook-certificate"
 BITWARDEN: Final = "bitwarden"
 BITWARDEN_CERTIFICATE: Final = "bitwarden-certificate"
 NETWORK_POLICY: Final = "network-policy"
+PROVIDER_EGRESS: Final = "provider-egress"
 PROXY_CA: Final = "proxy-ca"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
                      WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
-                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROXY_CA)
+                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -68,13 +72,14 @@ APP_NAMES: Final = {
     BITWARDEN: BITWARDEN_APP,
     BITWARDEN_CERTIFICATE: BITWARDEN_APP,
     NETWORK_POLICY: CONTROLLER_APP,
+    PROVIDER_EGRESS: CONTROLLER_APP,  # each policy takes the labels of its own component
     PROXY_CA: CONTROLLER_APP,
 }
 
 
 def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
     """The components `config` asks for; everything else is to be absent."""
-    enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY}
+    enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY, PROVIDER_EGRESS}
     # operatingNamespace narrows the controller's rights to that namespace.
     enabled.add(CONTROLLER_NAMESPACE_RBAC if config.operating_namespace
                 else CONTROLLER_CLUSTER_RBAC)

@@ -5,6 +5,7 @@ manifests/operand/README.md):
 
     namespace, labels, selector, policy_selector, controller_policy_selector,
     operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
+    egress_policy.{name, egress} (provider-egress only),
     images.{external_secrets, bitwarden_sdk_server},
     webhook.{check_interval, certificate_secret, annotations},
     cert_manager.{issuer_ref, duration, renew_before},
@@ -25,7 +26,9 @@ from manager.render.components import (
     BITWARDEN_APP,
     BITWARDEN_CERTIFICATE,
     CERT_CONTROLLER_APP,
+    CONTROLLER,
     CONTROLLER_APP,
+    PROVIDER_EGRESS,
     WEBHOOK_APP,
 )
 
@@ -84,6 +87,17 @@ def _component_version(config: EffectiveConfig, component: str) -> str:
     if component in (BITWARDEN, BITWARDEN_CERTIFICATE):
         return config.versions.bitwarden_sdk_server
     return config.versions.external_secrets
+
+
+def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str, Any]]:
+    """The contexts a component's templates render with: one, except for provider-egress,
+    which renders its template once per egress policy, as the policy's own component."""
+    if component != PROVIDER_EGRESS:
+        return [template_context(config, component)]
+    owners = {"controller": CONTROLLER, "bitwarden": BITWARDEN}
+    return [{**template_context(config, owners[policy.component]),
+             "egress_policy": {"name": policy.name, "egress": list(policy.egress)}}
+            for policy in config.egress_policies]
 
 
 def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:

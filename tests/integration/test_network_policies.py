@@ -20,6 +20,7 @@ from tests.integration.conftest import (
     EscHandle,
     OperatorThread,
     UserObjects,
+    eventually,
     wait_condition,
 )
 
@@ -109,4 +110,45 @@ async def test_no_policy_selects_a_pod_the_operator_did_not_render(
     assert selected["allow-api-server-egress-for-main-controller"] == {ours["external-secrets"]}
     assert selected["allow-api-server-egress-for-bitwarden-server"] == {
         ours["bitwarden-sdk-server"]}
+    await user_objects.assert_untouched(kube)
+
+
+async def test_declared_egress_replaces_the_default_and_removing_it_brings_it_back(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    vault = {"to": [{"ipBlock": {"cidr": "10.0.5.17/32"}}],
+             "ports": [{"protocol": "TCP", "port": 8200}]}
+    await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_condition(esc, "Ready", "True")
+    default = await kube.request("GET", f"{POLICIES}/allow-provider-egress-for-main-controller")
+    assert default["spec"]["egress"] == [{}]
+    assert default["spec"]["policyTypes"] == ["Egress"]
+
+    await esc.patch_spec({"controllerConfig": {"networkPolicies": [
+        {"name": "allow-vault", "componentName": "ExternalSecretsCoreController",
+         "egress": [vault]}]}})
+
+    async def narrowed() -> None:
+        names = {p["metadata"]["name"]
+                 for p in (await kube.list(POLICIES, label_selector=MANAGED))["items"]}
+        assert "allow-vault" in names
+        assert "allow-provider-egress-for-main-controller" not in names
+        # The API server and DNS stay reachable through the operator's own policies.
+        assert {"allow-api-server-egress-for-main-controller", "allow-to-dns"} <= names
+
+    await eventually(narrowed)
+    await wait_condition(esc, "Ready", "True")
+    declared = await kube.request("GET", f"{POLICIES}/allow-vault")
+    assert declared["spec"]["egress"] == [vault]
+    assert declared["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == \
+        "external-secrets"
+
+    await esc.patch_spec({"controllerConfig": {"networkPolicies": None}})
+
+    async def default_again() -> None:
+        assert await kube.get(f"{POLICIES}/allow-vault") is None
+        assert await kube.get(f"{POLICIES}/allow-provider-egress-for-main-controller")
+
+    await eventually(default_again)
     await user_objects.assert_untouched(kube)

@@ -50,6 +50,12 @@ def esc_spec(labels: dict[str, str] | None = None, **app_config: Any) -> dict[st
     return spec
 
 
+def esc_spec_with_policies(policies: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = copy.deepcopy(GOOD)
+    spec["controllerConfig"]["networkPolicies"] = policies
+    return spec
+
+
 @dataclass(frozen=True)
 class Case:
     """One hostile spec and how it must end."""
@@ -132,6 +138,16 @@ REJECTED = [
          rejected=f"{TOO_MANY} 10 items"),
     Case("quantity-not-a-number", esc_spec(resources={"limits": {"cpu": "lots"}}),
          rejected="should match"),
+    Case("network-policy-of-the-operator",
+         esc_spec_with_policies([{"name": "deny-all-traffic",
+                                  "componentName": "ExternalSecretsCoreController",
+                                  "egress": [{}]}]),
+         rejected="name must not be the name of a NetworkPolicy the operator renders itself"),
+    Case("network-policy-name-twice",
+         esc_spec_with_policies([{"name": "p", "componentName": component, "egress": []}
+                                 for component in ("ExternalSecretsCoreController",
+                                                   "BitwardenSDKServer")]),
+         rejected="names in networkPolicies must be unique"),
     Case("namespace-moved", {"controllerConfig": {"namespace": "kube-system"}},
          rejected="namespace is immutable once set"),
     Case("namespace-system", {"controllerConfig": {"namespace": "openshift-config"}},
@@ -191,6 +207,11 @@ DEGRADED = [
     Case("operating-namespace-missing", esc_spec(operatingNamespace="no-such-namespace"),
          degraded='spec.appConfig.operatingNamespace: namespace "no-such-namespace" does not '
                   "exist", reason="OperatingNamespaceNotFound"),
+    Case("network-policy-invalid-cidr",
+         esc_spec_with_policies([{"name": "allow-vault",
+                                  "componentName": "ExternalSecretsCoreController",
+                                  "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}]),
+         degraded=f"apply NetworkPolicy {NAMESPACE}/allow-vault", reason="ApplyRejected"),
     Case("esm-requests-above-limits",
          esm={"globalConfig": {"resources": {"limits": {"memory": "1Gi"},
                                              "requests": {"memory": "2Gi"}}}},

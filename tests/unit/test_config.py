@@ -480,3 +480,31 @@ def test_a_proxy_that_is_not_a_url_is_refused(value: str) -> None:
                                    "socks5://10.0.0.1:1080", "HTTP://PROXY:3128", ""])
 def test_proxy_urls_with_a_scheme_and_a_host_are_accepted(value: str) -> None:
     assert config(app(proxy={"httpProxy": value})) is not None
+
+
+# --- network policies -------------------------------------------------------------------------
+
+
+def policy(name: str, component: str = "ExternalSecretsCoreController") -> dict[str, Any]:
+    return {"name": name, "componentName": component, "egress": [{}]}
+
+
+@pytest.mark.parametrize(("policies", "message"), [
+    ([policy("deny-all-traffic")], "none of the operator's own NetworkPolicies has"),
+    ([policy("Not_A_Name")], "none of the operator's own NetworkPolicies has"),
+    ([policy("p"), policy("p", "BitwardenSDKServer")], "is used twice"),
+])
+def test_network_policy_names_the_crd_refuses_are_refused_for_render(
+        policies: list[dict[str, Any]], message: str) -> None:
+    error = config_error(esc({"controllerConfig": {"networkPolicies": policies}}))
+    assert error.field.startswith("spec.controllerConfig.networkPolicies[")
+    assert message in error.message
+
+
+def test_declared_policies_replace_the_default_egress_of_their_component() -> None:
+    declared = config(esc({"controllerConfig": {"networkPolicies": [policy("allow-vault")]}}))
+    assert [(p.name, p.component) for p in declared.egress_policies] == [
+        ("allow-vault", "controller")]
+    default = config()
+    assert [(p.name, p.component, p.egress) for p in default.egress_policies] == [
+        ("allow-provider-egress-for-main-controller", "controller", ({},))]

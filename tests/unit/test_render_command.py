@@ -33,7 +33,7 @@ def test_render_prints_every_object_in_apply_order(capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, "-f", str(SAMPLES / "esc-default.yaml"))
     assert code == 0
     objects = list(yaml.safe_load_all(out))
-    assert len(objects) == 27
+    assert len(objects) == 28
     assert objects[0]["kind"] == "Namespace"
     assert objects[-1]["kind"] == "ValidatingWebhookConfiguration"
 

@@ -98,6 +98,12 @@ def esc_specs(draw: st.DrawFn) -> ExternalSecretsConfigSpec:
         app["operatingNamespace"] = draw(dns_labels)
     spec: dict[str, Any] = {"controllerConfig": {"namespace": draw(operand_namespaces),
                                                  "labels": draw(label_maps)}}
+    if draw(st.booleans()):
+        spec["controllerConfig"]["networkPolicies"] = [
+            {"name": f"egress-{index}", "componentName": component,
+             "egress": [{"ports": [{"protocol": "TCP", "port": 443}]}]}
+            for index, component in enumerate(draw(st.lists(st.sampled_from(
+                ["ExternalSecretsCoreController", "BitwardenSDKServer"]), max_size=3)))]
     if app or draw(st.booleans()):
         spec["appConfig"] = app
     return ExternalSecretsConfigSpec.model_validate(spec)
