@@ -199,6 +199,8 @@ class EffectiveConfig(_Frozen):
     namespace: str = constants.DEFAULT_OPERAND_NAMESPACE
     labels: dict[str, str] = {}
     """User labels, merged (ESM < ESC); the renderer adds the standard labels over them."""
+    adopt_existing_objects: bool = False
+    """Apply over objects of the rendered names that the operator did not create."""
     log_level: int = 1
     operating_namespace: str | None = None
     cert_manager: CertManagerSettings = CertManagerSettings()
@@ -251,6 +253,8 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
     return EffectiveConfig(
         namespace=namespace,
         labels=_user_labels(esc, glob),
+        adopt_existing_objects=bool(esc.controller_config
+                                    and esc.controller_config.adopt_existing_objects == "true"),
         log_level=_log_level(app, glob),
         operating_namespace=_operating_namespace(app),
         cert_manager=cert_manager,

@@ -354,6 +354,12 @@ work, or where a rule would fail to evaluate:
   `name and componentName fields in networkPolicies are immutable` rule exists because it
   never deletes a policy; this operator prunes a removed entry, so entries may be removed or
   renamed, which brings back the component's default egress).
+- **`controllerConfig.adoptExistingObjects`** is an additive field that the seed does not
+  have: the explicit opt-in for taking over objects of the rendered names that the operator
+  did not create (migrations from Helm or an earlier install). It is a typed spec field
+  rather than an annotation so that `kubectl explain` documents it, the schema validates it,
+  and changing it bumps the generation, which starts a pass and shows in
+  `observedGeneration`. Without it such objects are left untouched and reported.
 - **Categories: only `external-secrets-operator`.** The seed puts both CRDs in the categories
   `external-secrets-operator` and `external-secrets`. The operand's CRDs (ExternalSecret,
   SecretStore, ...) are in `external-secrets` too, so a namespaced command such as

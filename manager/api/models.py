@@ -270,6 +270,16 @@ class ControllerConfig(ApiModel):
     ] = None
     """labels to apply to all resources created for the external-secrets operand deployment."""
 
+    adopt_existing_objects: BoolString | None = None
+    """adoptExistingObjects lets the operator take over objects that exist under the names it
+    renders but that it did not create, for example when migrating from a Helm release or an
+    earlier manual install. With "true" it applies its configuration over them, records an
+    Event for each, and from then on manages them like its own (it may prune them, and the
+    uninstall command removes them). Otherwise (the default) it leaves such objects untouched
+    and reports them, with who manages them, in the Degraded condition. Set it back to "false"
+    once the migration is done. The operand namespace is never adopted: a namespace the
+    operator did not create is used as it is."""
+
     network_policies: Annotated[
         list[NetworkPolicy] | None,
         Field(min_length=0, max_length=50),

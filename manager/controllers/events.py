@@ -22,7 +22,8 @@ from manager.kube import ApiError, JsonObject, Kube, own_namespace
 
 logger = logging.getLogger(__name__)
 
-REASONS = {Action.CREATED: "Created", Action.UPDATED: "Updated", Action.DELETED: "Deleted"}
+REASONS = {Action.CREATED: "Created", Action.UPDATED: "Updated", Action.ADOPTED: "Adopted",
+           Action.DELETED: "Deleted"}
 
 
 def events_namespace() -> str:
@@ -42,7 +43,8 @@ class EventRecorder:
     async def object_changed(self, esc: JsonObject, result: ObjectResult) -> None:
         reason = REASONS.get(result.action)
         if reason is not None:
-            await self.post(esc, "Normal", reason, f"{result.action} {result.ref}")
+            note = f" ({result.note})" if result.note else ""
+            await self.post(esc, "Normal", reason, f"{result.action} {result.ref}{note}")
 
     async def post(self, esc: JsonObject, event_type: str, reason: str, message: str) -> None:
         metadata = esc.get("metadata", {})

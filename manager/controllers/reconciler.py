@@ -25,9 +25,11 @@ from manager.apply import (
     MANAGED_SELECTOR,
     Applier,
     Discovery,
+    ForeignObjectsError,
     ObjectError,
     ObjectRef,
     ObjectResult,
+    Observed,
     Pruner,
     TerminatingObjectError,
 )
@@ -182,22 +184,24 @@ class Reconciler:
             child_watches(desired) | dependency_watches(config)
             | _operand_crd_watch(config))
         try:
-            objects = list(desired.objects())
-            namespaces = [o for o in objects if o["kind"] == "Namespace"]
-            await self._apply(esc, namespaces, writes)
+            # Every object is read before anything is written, so that an object that is
+            # not the operator's stops the pass before any write.
+            observed = [await self.applier.read(obj) for obj in desired.objects()]
+            _check_ownership(observed, config)
+            # A Namespace the operator did not create is used as it is (never adopted).
+            await self._write(esc, [o for o in observed
+                                    if o.ref.kind == "Namespace" and not o.foreign], writes)
             await self.preflight.check(config)
             # A missing operating namespace holds back only what goes into it.
             deferred = await self.preflight.missing_operating_namespace(config)
-            if deferred is not None:
-                objects = [o for o in objects
-                           if o["metadata"].get("namespace") != config.operating_namespace]
-            applied = await self._apply(esc, [o for o in objects if o["kind"] != "Namespace"],
-                                        writes)
+            applied = await self._write(esc, [
+                o for o in observed if o.ref.kind != "Namespace"
+                and (deferred is None or o.ref.namespace != config.operating_namespace)], writes)
             if deferred is not None:  # degraded: nothing is deleted
                 raise deferred
             if _may_prune(config, applied):
-                await self._prune(esc, desired, objects, writes)
-        except MissingDependencyError as problem:
+                await self._prune(esc, desired, writes)
+        except (MissingDependencyError, ForeignObjectsError) as problem:
             return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
         except TerminatingObjectError as waiting:
             return Outcome(OutcomeKind.RETRYING, "ObjectTerminating", str(waiting)), config, None
@@ -206,7 +210,7 @@ class Reconciler:
         except ApiError as error:
             return self._api_outcome(error, str(error)), config, None
         annotator = await self._annotate(esc, config, writes)
-        count = len(objects)
+        count = len(observed)
         return Outcome(OutcomeKind.READY, "Reconciled",
                        f"external-secrets {config.versions.external_secrets} is installed in "
                        f"namespace {config.namespace}: all {count} objects are applied and "
@@ -223,20 +227,20 @@ class Reconciler:
             raise ConfigError(_first_location("spec", error), _first_message(error)) from None
         return effective_config(esc_spec, esm_spec, self.environment)
 
-    async def _apply(self, esc: JsonObject, objects: Sequence[JsonObject],
+    async def _write(self, esc: JsonObject, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
         results = []
-        for obj in objects:
-            result = await self.applier.apply(obj)
+        for observed in objects:
+            result = await self.applier.write(observed)
             results.append(result)
             if result.wrote:
                 writes.append(result)
                 await self.events.object_changed(esc, result)
         return results
 
-    async def _prune(self, esc: JsonObject, desired: DesiredState, objects: Sequence[JsonObject],
+    async def _prune(self, esc: JsonObject, desired: DesiredState,
                      writes: list[ObjectResult]) -> None:
-        keep = [ObjectRef.of(obj) for obj in objects]
+        keep = [ObjectRef.of(obj) for obj in desired.objects()]
         unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
         for resource, obj in unwanted:
             result = await self.pruner.delete(resource, obj)
@@ -322,6 +326,14 @@ class Reconciler:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _check_ownership(observed: Sequence[Observed], config: EffectiveConfig) -> None:
+    """Objects of the rendered names that the operator did not create stop the pass, unless
+    the administrator asked for adoption (Namespaces are not adopted: see _converge)."""
+    foreign = [(o.ref, o.live or {}) for o in observed if o.foreign and o.ref.kind != "Namespace"]
+    if foreign and not config.adopt_existing_objects:
+        raise ForeignObjectsError(foreign)
 
 
 def _may_prune(config: EffectiveConfig, applied: Sequence[ObjectResult]) -> bool:
