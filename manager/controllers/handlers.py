@@ -20,10 +20,7 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from manager.constants import (
-    ESC_KIND,
-    ESM_KIND,
-)
+from manager.constants import ESC_KIND, ESM_KIND
 from manager.controllers.runtime import OperatorRuntime
 from manager.kube import bearer_token
 
