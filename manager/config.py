@@ -30,10 +30,16 @@ from manager.api.models import (
     ApplicationConfig,
     CertManagerConfig,
     CommonConfigs,
+    ControllerConfig,
     ExternalSecretsConfigSpec,
     ExternalSecretsManagerSpec,
     GlobalConfig,
     ProxyConfig,
+)
+from manager.api.rules import (
+    OPERATOR_NETWORK_POLICIES,
+    SHARED_NAMESPACES,
+    SYSTEM_NAMESPACE_PREFIXES,
 )
 
 ESC_APP = "spec.appConfig"
@@ -87,9 +93,12 @@ class OperatorEnvironment(_Frozen):
     http_proxy: str | None = None
     https_proxy: str | None = None
     no_proxy: str | None = None
+    own_namespace: str | None = None
+    """The namespace the operator runs in, when known (`manager.kube.own_namespace`)."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> OperatorEnvironment:
+    def from_environ(cls, environ: Mapping[str, str],
+                     own_namespace: str | None = None) -> OperatorEnvironment:
         """Read the variables; an absent image or version falls back to manager/versions.py.
 
         An image variable that is present but empty means "no such image here" (for example
@@ -111,6 +120,7 @@ class OperatorEnvironment(_Frozen):
             http_proxy=environ.get("HTTP_PROXY") or None,
             https_proxy=environ.get("HTTPS_PROXY") or None,
             no_proxy=environ.get("NO_PROXY") or None,
+            own_namespace=own_namespace,
         )
 
 
@@ -147,6 +157,27 @@ class BitwardenSettings(_Frozen):
     """cert-manager issues `bitwarden-tls-certs` (bitwarden on, no secretRef)."""
 
 
+EgressComponent = Literal["controller", "bitwarden"]
+# componentName of controllerConfig.networkPolicies -> the component whose pods it selects.
+EGRESS_COMPONENTS: dict[str, EgressComponent] = {
+    "ExternalSecretsCoreController": "controller", "BitwardenSDKServer": "bitwarden"}
+# The operator's own egress policy of each component: all egress (the providers are unknown).
+DEFAULT_EGRESS_POLICIES: dict[EgressComponent, str] = {
+    "controller": "allow-provider-egress-for-main-controller",
+    "bitwarden": "allow-provider-egress-for-bitwarden-server",
+}
+ALLOW_ALL_EGRESS: tuple[dict[str, Any], ...] = ({},)
+
+
+class EgressPolicy(_Frozen):
+    """One egress NetworkPolicy of a component: the default, or one the administrator
+    declared (which replace the default of that component)."""
+
+    name: str
+    component: EgressComponent
+    egress: tuple[dict[str, Any], ...]
+
+
 ProxySource = Literal["ExternalSecretsConfig", "ExternalSecretsManager", "environment"]
 
 
@@ -176,6 +207,8 @@ class EffectiveConfig(_Frozen):
     namespace: str = constants.DEFAULT_OPERAND_NAMESPACE
     labels: dict[str, str] = {}
     """User labels, merged (ESM < ESC); the renderer adds the standard labels over them."""
+    adopt_existing_objects: bool = False
+    """Apply over objects of the rendered names that the operator did not create."""
     log_level: int = 1
     operating_namespace: str | None = None
     cert_manager: CertManagerSettings = CertManagerSettings()
@@ -186,6 +219,11 @@ class EffectiveConfig(_Frozen):
     tolerations: list[dict[str, Any]] | None = None
     node_selector: dict[str, str] | None = None
     proxy: ProxySettings | None = None
+    egress_policies: tuple[EgressPolicy, ...] = (
+        EgressPolicy(name=DEFAULT_EGRESS_POLICIES["controller"], component="controller",
+                     egress=ALLOW_ALL_EGRESS),)
+    """Egress NetworkPolicies of the components that call out (bitwarden's only while it is
+    enabled)."""
     images: Images = Images()
     versions: Versions = Versions()
 
@@ -217,12 +255,14 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
     esc = esc or ExternalSecretsConfigSpec()
     app = esc.app_config
     glob = esm.global_config if esm is not None else None
-    namespace = _namespace(esc)
+    namespace = _namespace(esc, env)
     cert_manager = _cert_manager(app.cert_manager_config if app else None)
     bitwarden = _bitwarden(app, cert_manager)
     return EffectiveConfig(
         namespace=namespace,
         labels=_user_labels(esc, glob),
+        adopt_existing_objects=bool(esc.controller_config
+                                    and esc.controller_config.adopt_existing_objects == "true"),
         log_level=_log_level(app, glob),
         operating_namespace=_operating_namespace(app),
         cert_manager=cert_manager,
@@ -233,6 +273,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         tolerations=_tolerations(app, glob),
         node_selector=_node_selector(app, glob),
         proxy=_proxy(app, glob, env),
+        egress_policies=_egress_policies(esc.controller_config, bitwarden),
         images=_images(env, bitwarden),
         versions=_versions(env),
     )
@@ -257,13 +298,32 @@ def _camel(snake: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _namespace(esc: ExternalSecretsConfigSpec) -> str:
+def is_shared_namespace(namespace: str) -> bool:
+    """A namespace the operand must not share (the CRD's rule, for `render` and old objects)."""
+    return namespace in SHARED_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIXES)
+
+
+_RECREATE = ("namespace is immutable: delete the ExternalSecretsConfig (the operand it "
+             "installed stays) and create it again with a namespace of the operand's own, such "
+             "as 'external-secrets'")
+
+
+def _namespace(esc: ExternalSecretsConfigSpec, env: OperatorEnvironment) -> str:
     controller = esc.controller_config
     namespace = controller.namespace if controller else constants.DEFAULT_OPERAND_NAMESPACE
+    field = f"{ESC_CONTROLLER}.namespace"
     if not kube_values.is_dns_label(namespace):
-        raise ConfigError(f"{ESC_CONTROLLER}.namespace",
-                          f"{namespace!r} is not a valid namespace name: use lowercase letters, "
-                          "digits and '-', starting and ending with a letter or digit")
+        raise ConfigError(field, f"{namespace!r} is not a valid namespace name: use lowercase "
+                                 "letters, digits and '-', starting and ending with a letter or "
+                                 "digit")
+    if is_shared_namespace(namespace):
+        raise ConfigError(field, f"{namespace!r} is a shared or system namespace ('default', "
+                                 "'openshift', 'kube-*', 'openshift-*'), which the operand must "
+                                 f"not share; the {_RECREATE}")
+    if namespace == env.own_namespace:
+        raise ConfigError(field, f"{namespace!r} is the namespace the operator itself runs in; "
+                                 "the operand's NetworkPolicies and pruning must not reach the "
+                                 f"operator, so it needs a namespace of its own; the {_RECREATE}")
     return namespace
 
 
@@ -453,9 +513,9 @@ def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
     """
     chosen: tuple[ProxyConfig, ProxySource] | None = None
     if app is not None and app.proxy is not None:
-        chosen = (app.proxy, "ExternalSecretsConfig")
+        chosen = (_checked_proxy(app.proxy, f"{ESC_APP}.proxy"), "ExternalSecretsConfig")
     elif glob is not None and glob.proxy is not None:
-        chosen = (glob.proxy, "ExternalSecretsManager")
+        chosen = (_checked_proxy(glob.proxy, f"{ESM_GLOBAL}.proxy"), "ExternalSecretsManager")
     elif env.http_proxy or env.https_proxy or env.no_proxy:
         chosen = (ProxyConfig(http_proxy=env.http_proxy, https_proxy=env.https_proxy,
                               no_proxy=env.no_proxy), "environment")
@@ -467,6 +527,42 @@ def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
     return ProxySettings(http_proxy=proxy.http_proxy or None,
                          https_proxy=proxy.https_proxy or None,
                          no_proxy=proxy.no_proxy or None, source=source)
+
+
+def _checked_proxy(proxy: ProxyConfig, path: str) -> ProxyConfig:
+    """The CRD's URL rule, for `render` and objects stored before it existed. The
+    environment's proxy is OLM's copy of the cluster proxy, which OpenShift validates."""
+    for field, value in (("httpProxy", proxy.http_proxy), ("httpsProxy", proxy.https_proxy)):
+        problem = kube_values.proxy_url_problem(value) if value else None
+        if problem is not None:
+            raise ConfigError(f"{path}.{field}", problem)
+    return proxy
+
+
+def _egress_policies(controller: ControllerConfig | None,
+                     bitwarden: BitwardenSettings) -> tuple[EgressPolicy, ...]:
+    """Per component that calls out: the administrator's policies if any name it, else the
+    default that allows all egress. The CRD's name rules are checked again for `render`."""
+    declared = list(controller.network_policies or []) if controller else []
+    path = f"{ESC_CONTROLLER}.networkPolicies"
+    names = [policy.name for policy in declared]
+    for index, name in enumerate(names):
+        if name in OPERATOR_NETWORK_POLICIES or not kube_values.is_dns_subdomain(name):
+            raise ConfigError(f"{path}[{index}].name",
+                              f"{name!r} must be an object name that none of the operator's own "
+                              "NetworkPolicies has")
+        if names.count(name) > 1:
+            raise ConfigError(f"{path}[{index}].name", f"{name!r} is used twice; names must "
+                                                       "be unique (each is one NetworkPolicy)")
+    components: tuple[EgressComponent, ...] = (("controller", "bitwarden") if bitwarden.enabled
+                                               else ("controller",))
+    policies: list[EgressPolicy] = []
+    for component in components:
+        mine = [EgressPolicy(name=p.name, component=component, egress=tuple(p.egress))
+                for p in declared if EGRESS_COMPONENTS[p.component_name] == component]
+        policies.extend(mine or [EgressPolicy(name=DEFAULT_EGRESS_POLICIES[component],
+                                              component=component, egress=ALLOW_ALL_EGRESS)])
+    return tuple(policies)
 
 
 def _images(env: OperatorEnvironment, bitwarden: BitwardenSettings) -> Images:

@@ -83,6 +83,21 @@ async def load_configuration(kubeconfig: str | os.PathLike[str] | None = None,
     return configuration
 
 
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace(environ: Mapping[str, str] = os.environ,
+                  namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str | None:
+    """The namespace this process runs in: POD_NAMESPACE (the Deployment sets it from the
+    downward API), else the in-cluster service account's namespace file; None outside a pod."""
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    try:
+        return namespace_file.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
 async def bearer_token(configuration: client.Configuration) -> str | None:
     """The bearer token the configuration authenticates with, if any."""
     header: object = configuration.get_api_key_with_prefix("BearerToken")

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+from urllib.parse import urlsplit
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -46,7 +47,24 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}[{key!r}]"
 
 
-# --- names and labels ---------------------------------------------------------------------
+# --- names, labels and URLs ---------------------------------------------------------------
+
+# The schemes Go's HTTP proxy support (the operand's) understands.
+PROXY_SCHEMES = ("http", "https", "socks5")
+
+
+def proxy_url_problem(value: str) -> str | None:
+    """Why `value` cannot be a proxy URL (scheme and host), or None."""
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme.lower() not in PROXY_SCHEMES or not hostname:
+        return (f"must be a URL with a scheme ({', '.join(PROXY_SCHEMES)}) and a host, such as "
+                "'http://proxy.example.com:3128'")
+    return None
+
 
 
 def is_dns_label(value: str) -> bool:

@@ -22,7 +22,7 @@ from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
-from manager.kube import JsonObject, Kube, install_crds, load_configuration
+from manager.kube import JsonObject, Kube, install_crds, load_configuration, own_namespace
 from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
@@ -53,7 +53,7 @@ async def serve(options: OperatorOptions, *,
                 holder: dict[str, OperatorRuntime] | None = None) -> None:
     """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread)."""
     configuration = await load_configuration(options.kubeconfig)
-    environment = OperatorEnvironment.from_environ(os.environ)
+    environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
     kube = Kube(configuration)
     holder = holder if holder is not None else {}
 

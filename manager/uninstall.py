@@ -20,7 +20,10 @@ Safety rules, each enforced here:
 - a Namespace goes last, only if it carries our label, and only if nothing in it is someone
   else's: deleting a namespace deletes everything inside, user Secrets included;
 - while ExternalSecretsConfig/cluster exists the operator would re-create what is deleted,
-  so `execute_uninstall` refuses unless forced.
+  so `execute_uninstall` refuses unless forced;
+- limited to one namespace (`--namespace`), it keeps the cluster-scoped objects while
+  another operand namespace uses them (the ExternalSecretsConfig's, or one where our
+  Deployments still run): their names are the same for every operand namespace.
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallP
     it exists; else every namespace (an ExternalSecretsConfig deleted and created again with
     another namespace leaves an operand behind in the first one)."""
     esc = await read_esc(kube)
+    explicit = namespace
     if namespace is None and esc is not None:
         namespace = operand_namespace_of(esc)
     discovery = Discovery(kube)
@@ -162,6 +166,14 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallP
         found, refused = await _list_ours(kube, resource, namespace)
         objects.extend(found)
         kept.extend(refused)
+    if explicit is not None:
+        others = await _other_operands(kube, discovery, explicit, esc)
+        if others:
+            shared = [c for c in objects if not c.resource.namespaced]
+            objects = [c for c in objects if c.resource.namespaced]
+            kept.extend(Kept(c.ref, f"the operand in namespace {', '.join(sorted(others))} "
+                             "uses it (cluster-scoped objects are shared by every operand "
+                             "namespace); uninstall that operand to remove it") for c in shared)
     namespaces: list[Candidate] = []
     namespace_resource = await discovery.require("v1", "Namespace")
     ours, refused = await _list_ours(kube, namespace_resource, None)
@@ -178,6 +190,19 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallP
             namespaces.append(candidate)
     return UninstallPlan(namespace, esc is not None, tuple(objects), tuple(namespaces),
                          tuple(kept))
+
+
+async def _other_operands(kube: Kube, discovery: Discovery, namespace: str,
+                          esc: JsonObject | None) -> set[str]:
+    """Operand namespaces other than `namespace`: the ExternalSecretsConfig's, and any where
+    Deployments the operator applied still run (an operand left behind, not yet pruned)."""
+    others = set()
+    if esc is not None and operand_namespace_of(esc) != namespace:
+        others.add(operand_namespace_of(esc))
+    deployments = await discovery.require("apps/v1", "Deployment")
+    found, _ = await _list_ours(kube, deployments, None)
+    others.update(c.ref.namespace for c in found if c.ref.namespace != namespace)
+    return others
 
 
 async def _list_ours(kube: Kube, resource: Resource, namespace: str | None,

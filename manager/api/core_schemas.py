@@ -1,10 +1,12 @@
-"""core/v1 schemas (ResourceRequirements, Affinity, Toleration) for the CRDs.
+"""Kubernetes schemas (core/v1 ResourceRequirements, Affinity, Toleration; networking/v1
+NetworkPolicyEgressRule) for the CRDs.
 
 The CRDs embed the real Kubernetes schemas of these types so the API server validates
 them (a misspelt toleration operator or a bad quantity is rejected at admission). They come
-from the OpenAPI v3 document a kube-apiserver serves at `/openapi/v3/api/v1`, converted to
-structural CRD schemas, and are committed as `core_v1_schemas.json` so that generating the
-CRDs needs no cluster and always gives the same bytes.
+from the OpenAPI v3 documents a kube-apiserver serves at `/openapi/v3/api/v1` and
+`/openapi/v3/apis/networking.k8s.io/v1`, converted to structural CRD schemas, and are
+committed as `core_v1_schemas.json` so that generating the CRDs needs no cluster and always
+gives the same bytes.
 
 `refresh_snapshot()` rewrites the snapshot; it needs a control plane (see
 `python -m manager generate --refresh-core-schemas`).
@@ -19,14 +21,19 @@ from pathlib import Path
 from typing import Any
 
 SNAPSHOT_PATH = Path(__file__).with_name("core_v1_schemas.json")
-OPENAPI_PATH = "/openapi/v3/api/v1"
+CORE_V1 = "/openapi/v3/api/v1"
+NETWORKING_V1 = "/openapi/v3/apis/networking.k8s.io/v1"
 
-# The types the API embeds, by the name the models use in `Schema(core_type=...)`.
-CORE_TYPES: Mapping[str, str] = {
-    "Affinity": "io.k8s.api.core.v1.Affinity",
-    "ResourceRequirements": "io.k8s.api.core.v1.ResourceRequirements",
-    "Toleration": "io.k8s.api.core.v1.Toleration",
+# The types the API embeds, by the name the models use in `Schema(core_type=...)`: the
+# OpenAPI v3 document that serves each, and its name there.
+CORE_TYPES: Mapping[str, tuple[str, str]] = {
+    "Affinity": (CORE_V1, "io.k8s.api.core.v1.Affinity"),
+    "ResourceRequirements": (CORE_V1, "io.k8s.api.core.v1.ResourceRequirements"),
+    "Toleration": (CORE_V1, "io.k8s.api.core.v1.Toleration"),
+    "NetworkPolicyEgressRule": (NETWORKING_V1,
+                                "io.k8s.api.networking.v1.NetworkPolicyEgressRule"),
 }
+OPENAPI_PATHS = tuple(sorted({path for path, _ in CORE_TYPES.values()}))
 
 _REF_PREFIX = "#/components/schemas/"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
@@ -117,17 +124,22 @@ def _resolve(name: str, components: Mapping[str, Any], stack: tuple[str, ...]) -
     return _convert(_component(name, components), components, stack)
 
 
-def extract(openapi: Mapping[str, Any], kubernetes_version: str) -> dict[str, Any]:
-    """The snapshot document for an OpenAPI v3 document of the core/v1 group."""
+def _components(openapi: Mapping[str, Any] | None) -> Mapping[str, Any]:
     try:
-        components = openapi["components"]["schemas"]
+        components: Mapping[str, Any] = (openapi or {})["components"]["schemas"]
     except (KeyError, TypeError):
         raise CoreSchemaError("not an OpenAPI v3 document: no components.schemas") from None
+    return components
+
+
+def extract(documents: Mapping[str, Mapping[str, Any]],
+            kubernetes_version: str) -> dict[str, Any]:
+    """The snapshot document for the OpenAPI v3 documents of OPENAPI_PATHS, by path."""
     return {
         "kubernetesVersion": kubernetes_version,
-        "source": OPENAPI_PATH,
-        "schemas": {alias: structural_schema(name, components)
-                    for alias, name in sorted(CORE_TYPES.items())},
+        "sources": list(OPENAPI_PATHS),
+        "schemas": {alias: structural_schema(name, _components(documents.get(path)))
+                    for alias, (path, name) in sorted(CORE_TYPES.items())},
     }
 
 
@@ -158,6 +170,7 @@ def core_schema(alias: str, snapshot: Mapping[str, Any] | None = None) -> dict[s
 
 def refresh_snapshot(get_json: Callable[[str], dict[str, Any]], kubernetes_version: str,
                      path: Path = SNAPSHOT_PATH) -> Path:
-    """Fetch the core/v1 OpenAPI with `get_json` and rewrite the snapshot at `path`."""
-    path.write_text(snapshot_text(extract(get_json(OPENAPI_PATH), kubernetes_version)))
+    """Fetch the OpenAPI documents with `get_json` and rewrite the snapshot at `path`."""
+    documents = {source: get_json(source) for source in OPENAPI_PATHS}
+    path.write_text(snapshot_text(extract(documents, kubernetes_version)))
     return path

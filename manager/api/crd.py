@@ -64,7 +64,10 @@ class Resource:
         return f"{constants.GROUP}_{self.plural}.yaml"
 
 
-_CATEGORIES = ("external-secrets-operator", "external-secrets")
+# Only the operator's own category. The seed also lists `external-secrets`, the operand CRDs'
+# category: then `kubectl delete external-secrets --all -n team-a` would also delete these
+# cluster-scoped singletons (docs/api.md, "deviations").
+_CATEGORIES = ("external-secrets-operator",)
 _AGE = PrintColumn("AGE", "date", ".metadata.creationTimestamp")
 
 RESOURCES: tuple[Resource, ...] = (

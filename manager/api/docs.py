@@ -61,6 +61,20 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
             },
         },
     },
+    "ExternalSecretsConfig (controller egress narrowed to one Vault server)": {
+        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
+        "metadata": {"name": constants.SINGLETON_NAME},
+        "spec": {
+            "controllerConfig": {
+                "networkPolicies": [{
+                    "name": "allow-vault",
+                    "componentName": "ExternalSecretsCoreController",
+                    "egress": [{"to": [{"ipBlock": {"cidr": "10.0.5.17/32"}}],
+                                "ports": [{"protocol": "TCP", "port": 8200}]}],
+                }],
+            },
+        },
+    },
     "ExternalSecretsManager (global defaults)": {
         "apiVersion": constants.API_VERSION, "kind": constants.ESM_KIND,
         "metadata": {"name": constants.SINGLETON_NAME},
@@ -330,17 +344,42 @@ work, or where a rule would fail to evaluate:
   root rule gives the message its intended meaning.
 - **`certManagerConfig.enabled`** is both required and defaulted, as the seed marks it; the
   default makes `certManagerConfig: {}` valid (cert-manager disabled).
+- **`controllerConfig.networkPolicies`** is an additive field that the seed does not have. It
+  takes the reference operator's GA shape (`name`, `componentName`
+  `ExternalSecretsCoreController` or `BitwardenSDKServer`, `egress` as core
+  NetworkPolicyEgressRules; at most 50 entries; a list keyed by `name` and `componentName`)
+  and differs where the reference's behaviour is a defect: names must be unique across the
+  list (both entries of one name would be one NetworkPolicy object) and must not be the name
+  of one of the operator's own policies; and the list is not append-only (the reference's
+  `name and componentName fields in networkPolicies are immutable` rule exists because it
+  never deletes a policy; this operator prunes a removed entry, so entries may be removed or
+  renamed, which brings back the component's default egress).
+- **`controllerConfig.adoptExistingObjects`** is an additive field that the seed does not
+  have: the explicit opt-in for taking over objects of the rendered names that the operator
+  did not create (migrations from Helm or an earlier install). It is a typed spec field
+  rather than an annotation so that `kubectl explain` documents it, the schema validates it,
+  and changing it bumps the generation, which starts a pass and shows in
+  `observedGeneration`. Without it such objects are left untouched and reported.
+- **Categories: only `external-secrets-operator`.** The seed puts both CRDs in the categories
+  `external-secrets-operator` and `external-secrets`. The operand's CRDs (ExternalSecret,
+  SecretStore, ...) are in `external-secrets` too, so a namespaced command such as
+  `kubectl delete external-secrets --all -n team-a` would also reach these two cluster-scoped
+  singletons and delete `ExternalSecretsConfig/cluster` and `ExternalSecretsManager/cluster`.
+  The CRDs keep only `external-secrets-operator` (`kubectl get external-secrets-operator`
+  lists both).
 """
 
 
 def _core_note() -> str:
     snapshot = core_schemas.load_snapshot()
+    sources = " and ".join(f"`{source}`" for source in snapshot["sources"])
     return (
-        "## core/v1 schemas\n\n"
-        "`resources` (ResourceRequirements), `affinity` (Affinity) and `tolerations` "
-        "(Toleration) embed the schemas that kube-apiserver "
-        f"{snapshot['kubernetesVersion']} serves at `{snapshot['source']}`, with references "
-        "resolved and quantities as int-or-string with the Quantity pattern. They are kept in "
+        "## Kubernetes schemas\n\n"
+        "`resources` (ResourceRequirements), `affinity` (Affinity), `tolerations` "
+        "(Toleration) and `networkPolicies[].egress` (NetworkPolicyEgressRule) embed the "
+        f"schemas that kube-apiserver {snapshot['kubernetesVersion']} serves at {sources}, "
+        "with references resolved and quantities as int-or-string with the Quantity pattern. "
+        "They are kept in "
         "`manager/api/core_v1_schemas.json`; refresh them with "
         "`make refresh-core-schemas`.\n"
     )

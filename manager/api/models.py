@@ -66,12 +66,14 @@ class ProxyConfig(ApiModel):
     in operand containers managed by the operator as environment variables."""
 
     http_proxy: Annotated[
-        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+        str | None, Field(min_length=0, max_length=2048),
+        Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
     """httpProxy is the URL of the proxy for HTTP requests."""
 
     https_proxy: Annotated[
-        str | None, Field(min_length=0, max_length=2048), Schema(rules=rules.PROXY_VALUE)
+        str | None, Field(min_length=0, max_length=2048),
+        Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
     """httpsProxy is the URL of the proxy for HTTPS requests."""
 
@@ -222,6 +224,30 @@ class ApplicationConfig(CommonConfigs):
     generating certificates for webhook and bitwarden-sdk-server components."""
 
 
+class NetworkPolicy(ApiModel):
+    """NetworkPolicy is an egress NetworkPolicy the operator creates for one component of the
+    operand."""
+
+    name: Annotated[
+        str, Field(min_length=1, max_length=253),
+        Schema(rules=(*rules.OBJECT_NAME, *rules.NETWORK_POLICY_NAME)),
+    ]
+    """name of the NetworkPolicy the operator creates in the operand namespace."""
+
+    component_name: Literal["ExternalSecretsCoreController", "BitwardenSDKServer"]
+    """componentName is the component whose pods the policy selects: the external-secrets
+    controller (`ExternalSecretsCoreController`) or the bitwarden-sdk-server
+    (`BitwardenSDKServer`). Declaring any policy for a component replaces the operator's
+    default egress policy of that component, which allows all egress."""
+
+    egress: Annotated[
+        list[dict[str, Any]], Schema(core_type="NetworkPolicyEgressRule", list_type="atomic")
+    ]
+    """egress is the list of egress rules of the policy (networking.k8s.io/v1
+    NetworkPolicyEgressRule): the connections the component may open, besides the API server
+    and DNS, which the operator always allows. An empty list allows no other connection."""
+
+
 class ControllerConfig(ApiModel):
     """ControllerConfig is for specifying the configurations for the controller to use while
     installing the `external-secrets` operand."""
@@ -231,7 +257,8 @@ class ControllerConfig(ApiModel):
     namespace: Annotated[
         str,
         Field(min_length=1, max_length=63),
-        Schema(rules=(*rules.NAMESPACE_IMMUTABLE, *rules.NAMESPACE_NAME)),
+        Schema(rules=(*rules.NAMESPACE_IMMUTABLE, *rules.NAMESPACE_NAME,
+                      *rules.OPERAND_NAMESPACE_NOT_SHARED)),
     ] = "external-secrets"
     """namespace is for configuring the namespace to install the external-secret operand.
     This field is immutable once set."""
@@ -242,6 +269,27 @@ class ControllerConfig(ApiModel):
         Schema(map_type="granular", rules=rules.USER_LABEL_KEYS),
     ] = None
     """labels to apply to all resources created for the external-secrets operand deployment."""
+
+    adopt_existing_objects: BoolString | None = None
+    """adoptExistingObjects lets the operator take over objects that exist under the names it
+    renders but that it did not create, for example when migrating from a Helm release or an
+    earlier manual install. With "true" it applies its configuration over them, records an
+    Event for each, and from then on manages them like its own (it may prune them, and the
+    uninstall command removes them). Otherwise (the default) it leaves such objects untouched
+    and reports them, with who manages them, in the Degraded condition. Set it back to "false"
+    once the migration is done. The operand namespace is never adopted: a namespace the
+    operator did not create is used as it is."""
+
+    network_policies: Annotated[
+        list[NetworkPolicy] | None,
+        Field(min_length=0, max_length=50),
+        Schema(list_type="map", list_map_keys=("name", "componentName"),
+               rules=rules.NETWORK_POLICIES),
+    ] = None
+    """networkPolicies are egress NetworkPolicies for the operand's components, for example
+    to narrow the controller's connections to the secret providers in use. Without any for a
+    component, the operator allows that component all egress; ingress stays denied except to
+    the webhook and metrics ports."""
 
 
 class ExternalSecretsConfigSpec(ApiModel):

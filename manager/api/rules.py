@@ -223,6 +223,80 @@ NAMESPACE_NAME = (
     ),
 )
 
+# Namespaces the operand must never share: the cluster's own and the distribution's. The
+# operator also refuses, at run time, the namespace it runs in itself (manager/config.py),
+# which CEL cannot know.
+SHARED_NAMESPACES = ("default", "openshift")
+SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+
+
+def _quoted(names: tuple[str, ...]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+# Added: the operand's NetworkPolicies, RBAC and pruning act on the namespace it runs in.
+OPERAND_NAMESPACE_NOT_SHARED = (
+    Rule(
+        rule=(
+            f"!(self in [{_quoted(SHARED_NAMESPACES)}]) && "
+            + " && ".join(f"!self.startsWith('{prefix}')" for prefix in SYSTEM_NAMESPACE_PREFIXES)
+        ),
+        message=(
+            "spec.controllerConfig.namespace must not be a shared or system namespace: "
+            f"{_quoted(SHARED_NAMESPACES)} and names starting with "
+            f"{' or '.join(repr(p) for p in SYSTEM_NAMESPACE_PREFIXES)} are refused; choose a "
+            "namespace of the operand's own, such as 'external-secrets'"
+        ),
+        origin="added",
+        note=(
+            "The operand's NetworkPolicies, RBAC and pruning act on its namespace; a shared or "
+            "system namespace would put them next to workloads that are not the operand's."
+        ),
+    ),
+)
+
+# The NetworkPolicies the operator renders itself; a declared policy must not take their names.
+OPERATOR_NETWORK_POLICIES = (
+    "deny-all-traffic",
+    "allow-to-dns",
+    "allow-api-server-egress-for-main-controller",
+    "allow-api-server-egress-for-webhook",
+    "allow-api-server-egress-for-cert-controller",
+    "allow-api-server-egress-for-bitwarden-server",
+    "allow-main-controller-egress-to-bitwarden-server",
+    "allow-provider-egress-for-main-controller",
+    "allow-provider-egress-for-bitwarden-server",
+)
+
+NETWORK_POLICY_NAME = (
+    Rule(
+        rule=f"!(self in [{_quoted(OPERATOR_NETWORK_POLICIES)}])",
+        message=(
+            "name must not be the name of a NetworkPolicy the operator renders itself "
+            f"({', '.join(OPERATOR_NETWORK_POLICIES)})"
+        ),
+        origin="added",
+        note="Each entry becomes a NetworkPolicy of that name next to the operator's own.",
+    ),
+)
+
+# Added: each entry becomes one NetworkPolicy named `name` in the operand namespace, so two
+# entries with one name (for different components) would be one object.
+NETWORK_POLICIES = (
+    Rule(
+        rule="self.all(p, self.exists_one(q, q.name == p.name))",
+        message=(
+            "names in networkPolicies must be unique: each entry becomes a NetworkPolicy of "
+            "that name in the operand namespace"
+        ),
+        origin="added",
+        note=(
+            "The list is keyed by name and componentName, as in the reference operator, but "
+            "both entries of one name would be the same NetworkPolicy object."
+        ),
+    ),
+)
+
 # Added: Secret and Issuer names are DNS subdomains; any other name can never be found.
 OBJECT_NAME = (
     Rule(
@@ -258,6 +332,23 @@ PROXY_VALUE = (
         origin="added",
         note="A control character is never part of a proxy URL or list; it would reach every "
         "operand container's environment.",
+    ),
+)
+
+# Added: the operand's Go HTTP client can only use a proxy URL with a scheme it knows and a
+# host; anything else is silently ignored or fails every request to a provider.
+PROXY_URL = (
+    Rule(
+        rule=(
+            "self == '' || (isURL(self) && url(self).getScheme() in ['http', 'https', 'socks5'] "
+            "&& url(self).getHostname() != '')"
+        ),
+        message=(
+            "must be a URL with a scheme (http, https or socks5) and a host, such as "
+            "'http://proxy.example.com:3128'"
+        ),
+        origin="added",
+        note="A proxy without a scheme and a host cannot be used by the operand.",
     ),
 )
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from manager.apply.convergence import is_converged, prepare_for_apply
 from manager.apply.discovery import Discovery
+from manager.apply.ownership import is_foreign, managed_by
 from manager.apply.results import (
     Action,
     ObjectError,
@@ -20,6 +22,20 @@ from manager.kube import ApiError, JsonObject, Kube
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """A desired object and what the cluster held under its name when it was read."""
+
+    desired: JsonObject
+    ref: ObjectRef
+    live: JsonObject | None
+
+    @property
+    def foreign(self) -> bool:
+        """It exists and the operator never applied it (manager.apply.ownership)."""
+        return is_foreign(self.live)
+
+
 class Applier:
     """Applies manifests with one field manager (`external-secrets-operator`), forcing
     ownership of the fields it sets, in the order given."""
@@ -29,25 +45,44 @@ class Applier:
         self.discovery = discovery
         self.field_manager = field_manager
 
-    async def apply(self, desired: JsonObject) -> ObjectResult:
-        """Make the object in the cluster match `desired`: GET it, and apply only if it is
-        missing, out of date or drifted (see manager.apply.convergence)."""
+    async def read(self, desired: JsonObject) -> Observed:
+        """GET the object `desired` names (none can exist while its API is not served); an
+        object being deleted cannot be applied yet."""
         ref = ObjectRef.of(desired)
         try:
+            resource = await self.discovery.resolve(ref.api_version, ref.kind)
+            live = None if resource is None else await self.kube.get(
+                resource.object_path(ref.name, ref.namespace or None))
+        except ApiError as error:
+            raise ObjectError(ref, "get", error) from error
+        if live is not None and live["metadata"].get("deletionTimestamp"):
+            raise TerminatingObjectError(ref)
+        return Observed(desired, ref, live)
+
+    async def write(self, observed: Observed) -> ObjectResult:
+        """Make the object match its desired state: apply only if it is missing, out of date
+        or drifted (see manager.apply.convergence). A foreign object is adopted: callers
+        decide beforehand whether that is allowed."""
+        body = prepare_for_apply(observed.desired)
+        ref, live = observed.ref, observed.live
+        if is_converged(body, live, self.field_manager):
+            return ObjectResult(ref, Action.UNCHANGED, live=live)
+        try:
             resource = await self.discovery.require(ref.api_version, ref.kind)
-            path = resource.object_path(ref.name, ref.namespace or None)
-            body = prepare_for_apply(desired)
-            live = await self.kube.get(path)
-            if live is not None and live["metadata"].get("deletionTimestamp"):
-                raise TerminatingObjectError(ref)
-            if is_converged(body, live, self.field_manager):
-                return ObjectResult(ref, Action.UNCHANGED, live)
-            applied = await self.kube.apply(path, body, field_manager=self.field_manager)
+            applied = await self.kube.apply(resource.object_path(ref.name, ref.namespace or None),
+                                            body, field_manager=self.field_manager)
         except ApiError as error:
             raise ObjectError(ref, "apply", error) from error
-        action = Action.CREATED if live is None else Action.UPDATED
+        if observed.foreign and live is not None:
+            action, note = Action.ADOPTED, f"it was managed by {managed_by(live)}"
+        else:
+            action, note = (Action.CREATED if live is None else Action.UPDATED), ""
         logger.info("action=apply result=%s kind=%s name=%s", action, ref.kind, ref.where)
-        return ObjectResult(ref, action, applied)
+        return ObjectResult(ref, action, note, applied)
+
+    async def apply(self, desired: JsonObject) -> ObjectResult:
+        """Read, then write one object."""
+        return await self.write(await self.read(desired))
 
     async def apply_all(self, objects: Iterable[JsonObject]) -> list[ObjectResult]:
         """Apply in order; the first failure stops the sequence (later objects may depend on

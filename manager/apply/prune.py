@@ -2,8 +2,10 @@
 
 Safety rules, each enforced here and not left to callers:
 - objects are found by the server-side label selector
-  `app.kubernetes.io/managed-by=external-secrets-operator`; namespaced kinds only in the
-  operand namespace, cluster-scoped kinds cluster-wide;
+  `app.kubernetes.io/managed-by=external-secrets-operator`, in every namespace: what the
+  operator applied in a namespace it no longer uses (the operand moved, an operating
+  namespace changed) is unwanted like anything else it no longer renders;
+- listings are metadata only, so no Secret data reaches the operator;
 - an object is deleted only if it carries that label AND our field manager has applied it
   (an `Apply` entry in its managedFields): an object that merely copied our labels is
   never ours to delete;
@@ -22,7 +24,7 @@ from manager.apply.convergence import applied_by
 from manager.apply.discovery import Discovery, Resource
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +56,10 @@ class Pruner:
         self.discovery = discovery
         self.field_manager = field_manager
 
-    async def find_unwanted(self, kinds: Iterable[tuple[str, str]], namespace: str,
+    async def find_unwanted(self, kinds: Iterable[tuple[str, str]],
                             keep: Collection[ObjectRef]) -> list[tuple[Resource, JsonObject]]:
-        """Our objects of `kinds` that are not in `keep`, in deletion order."""
+        """Our objects of `kinds`, in any namespace, that are not in `keep`, in deletion
+        order."""
         wanted = {ref.identity() for ref in keep}
         found: list[tuple[Resource, JsonObject]] = []
         for api_version, kind in sorted(set(kinds), key=lambda k: deletion_rank(k[1])):
@@ -65,15 +68,14 @@ class Pruner:
             resource = await self.discovery.resolve(api_version, kind)
             if resource is None:  # the API is not served, so none can exist
                 continue
-            path = resource.collection_path(namespace if resource.namespaced else None)
             try:
-                listing = await self.kube.list(path, label_selector=MANAGED_SELECTOR)
+                listing = await self.kube.list(resource.collection_path(),
+                                               label_selector=MANAGED_SELECTOR,
+                                               accept=PARTIAL_METADATA_LIST)
             except ApiError as error:
-                ref = ObjectRef(api_version, kind, namespace if resource.namespaced else "", "*")
-                raise ObjectError(ref, "list", error) from error
+                raise ObjectError(ObjectRef(api_version, kind, "", "*"), "list", error) from error
             for item in listing.get("items") or []:
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind)
+                item.update(apiVersion=api_version, kind=kind)  # not PartialObjectMetadata
                 if ObjectRef.of(item).identity() not in wanted and owned_by_us(
                         item, self.field_manager):
                     found.append((resource, item))

@@ -43,6 +43,7 @@ class ObjectRef:
 class Action(enum.StrEnum):
     CREATED = "created"
     UPDATED = "updated"
+    ADOPTED = "adopted"  # applied for the first time over an object someone else created
     UNCHANGED = "unchanged"
     DELETED = "deleted"
 
@@ -51,6 +52,8 @@ class Action(enum.StrEnum):
 class ObjectResult:
     ref: ObjectRef
     action: Action
+    note: str = ""
+    """More about the action, for its Event (who managed an adopted object)."""
     live: JsonObject | None = None
     """The object as the server has it after the step (None once deleted)."""
 

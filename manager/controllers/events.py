@@ -1,10 +1,11 @@
 """Kubernetes Events on the ExternalSecretsConfig for every write the operator performs.
 
 The ESC is cluster-scoped, so its Events live in the operator's own namespace
-(`POD_NAMESPACE`, else `default`). The API server accepts an Event about a cluster-scoped
-object outside `default` only if its involvedObject names that namespace too, so it does
-(kopf's convention); `kubectl get events -n <operator namespace>` lists them, and with
-`default` (local runs) `kubectl describe esc cluster` shows them as well. Posting an Event
+(`POD_NAMESPACE` or the service account's namespace, else `default`). The API server accepts
+an Event about a cluster-scoped object outside `default` only if its involvedObject names
+that namespace too, so it does (kopf's convention); `kubectl get events -n <operator
+namespace>` lists them, and with `default` (local runs) `kubectl describe esc cluster` shows
+them as well. Posting an Event
 never fails a pass: a lost Event is logged and the pass goes on.
 """
 
@@ -17,15 +18,16 @@ from datetime import UTC, datetime
 
 from manager.apply.results import Action, ObjectResult
 from manager.constants import API_VERSION, ESC_KIND, OPERATOR_NAME, SINGLETON_NAME
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import ApiError, JsonObject, Kube, own_namespace
 
 logger = logging.getLogger(__name__)
 
-REASONS = {Action.CREATED: "Created", Action.UPDATED: "Updated", Action.DELETED: "Deleted"}
+REASONS = {Action.CREATED: "Created", Action.UPDATED: "Updated", Action.ADOPTED: "Adopted",
+           Action.DELETED: "Deleted"}
 
 
 def events_namespace() -> str:
-    return os.environ.get("POD_NAMESPACE") or "default"
+    return own_namespace() or "default"
 
 
 def now_rfc3339() -> str:
@@ -41,7 +43,8 @@ class EventRecorder:
     async def object_changed(self, esc: JsonObject, result: ObjectResult) -> None:
         reason = REASONS.get(result.action)
         if reason is not None:
-            await self.post(esc, "Normal", reason, f"{result.action} {result.ref}")
+            note = f" ({result.note})" if result.note else ""
+            await self.post(esc, "Normal", reason, f"{result.action} {result.ref}{note}")
 
     async def post(self, esc: JsonObject, event_type: str, reason: str, message: str) -> None:
         metadata = esc.get("metadata", {})

@@ -1,11 +1,14 @@
-"""kopf's part: watch the two custom resources and hand every event to the queue.
+"""kopf's part: the process around the runtime (start-up, clean-up, login, liveness probe).
 
-kopf watches exactly ExternalSecretsConfig and ExternalSecretsManager, with event-level
-handlers only (`on.event`). Those store nothing on the objects: no finalizers, no progress
-or last-handled-configuration annotations, no status fields; the operator writes nothing to
-the CRs except their `status`, through its own client. Settings switch off what is not
-needed: cluster scanning (no CRD/namespace watches), kopf's Event posting (the operator
-posts its own Events), peering (one replica).
+The two custom resources are watched by the runtime itself (manager.controllers.runtime),
+metadata only, together with their CRDs. kopf, with cluster scanning off, resolves the
+resources it watches once at start-up: it would never see an ExternalSecretsConfig whose CRD
+was created after the operator started, or deleted and created again. With scanning on it
+would stream every CRD of the cluster in full. So kopf watches no resource: it stores
+nothing on the objects (no finalizers, no progress or last-handled-configuration
+annotations), and the operator writes nothing to the CRs except their `status`, through its
+own client. Settings switch off what is not needed: cluster scanning, kopf's Event posting
+(the operator posts its own Events), peering (one replica).
 """
 
 from __future__ import annotations
@@ -17,15 +20,7 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from manager.constants import (
-    ESC_KIND,
-    ESC_PLURAL,
-    ESM_KIND,
-    ESM_PLURAL,
-    GROUP,
-    SINGLETON_NAME,
-    VERSION,
-)
+from manager.constants import ESC_KIND, ESM_KIND
 from manager.controllers.runtime import OperatorRuntime
 from manager.kube import bearer_token
 
@@ -88,19 +83,4 @@ def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]],
             return {"number": 0, "result": "Pending"}
         return {"number": summary.number, "result": summary.result}
 
-    def is_singleton(name: str, **_: Any) -> bool:
-        return name == SINGLETON_NAME
-
-    for kind, plural in ((ESC_KIND, ESC_PLURAL), (ESM_KIND, ESM_PLURAL)):
-        _register_event_handler(registry, kind, plural, holder, is_singleton)
     return registry
-
-
-def _register_event_handler(registry: kopf.OperatorRegistry, kind: str, plural: str,
-                            holder: dict[str, OperatorRuntime],
-                            when: Callable[..., bool]) -> None:
-    @kopf.on.event(GROUP, VERSION, plural, registry=registry, when=when, id=f"{plural}-event")
-    async def on_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        runtime = holder.get("runtime")
-        if runtime is not None:
-            runtime.custom_resource_event(kind, event.get("type"), dict(body))

@@ -2,9 +2,11 @@
 
 A spec can be valid and still not work in this cluster: cert-manager requested but not
 installed, an issuerRef naming an Issuer that does not exist, a bitwarden secretRef naming a
-missing Secret. Each becomes a `MissingDependencyError` (Degraded, with the field and the
-fix), and the pass stops before applying or deleting anything else. The objects are read as metadata
-only: the bitwarden TLS Secret's data never reaches the operator.
+missing Secret or one without the keys bitwarden-sdk-server mounts. Each becomes a
+`MissingDependencyError` (Degraded, with the field and the fix), and the pass stops before
+applying or deleting anything else. Issuers and CRDs are read as metadata only; the
+bitwarden TLS Secret must be read whole to see its key names, which are kept and its values
+dropped at once (never logged).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ OPERAND_CRDS = {
     "ExternalSecret": "externalsecrets.external-secrets.io",
     "SecretStore": "secretstores.external-secrets.io",
 }
+# The keys bitwarden-sdk-server's Deployment mounts from its TLS Secret (bitwarden template).
+BITWARDEN_TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
 
@@ -68,6 +72,23 @@ class Preflight:
                 "operator through OLM (or apply them); the operator continues by itself once "
                 "they exist")
 
+    async def missing_operating_namespace(self, config: EffectiveConfig,
+                                          ) -> MissingDependencyError | None:
+        """The problem if operatingNamespace names a namespace that does not exist. Unlike
+        the checks above it does not stop the pass: only the objects that go into that
+        namespace wait, everything else is installed."""
+        namespace = config.operating_namespace
+        if namespace is None or namespace == config.namespace:
+            return None
+        path = f"/api/v1/namespaces/{namespace}"
+        if await self.kube.get(path, accept=PARTIAL_METADATA) is not None:
+            return None
+        return MissingDependencyError(
+            "OperatingNamespaceNotFound", f"{ESC_APP}.operatingNamespace",
+            f'namespace "{namespace}" does not exist. Create it, or set operatingNamespace to '
+            "an existing namespace; the controller's Role and RoleBinding go there. Everything "
+            "else is installed, and the controller watches nothing until then")
+
     async def _check_cert_manager(self, config: EffectiveConfig) -> None:
         settings = config.cert_manager
         field = f"{ESC_APP}.certManagerConfig"
@@ -98,14 +119,32 @@ class Preflight:
 
     async def _check_bitwarden_secret(self, config: EffectiveConfig) -> None:
         name = config.bitwarden.tls_secret_name or ""
-        path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
-        if await self.kube.get(path, accept=PARTIAL_METADATA) is None:
+        field = f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name"
+        keys = await self._secret_keys(f"/api/v1/namespaces/{config.namespace}/secrets/{name}")
+        if keys is None:
             raise MissingDependencyError(
-                "BitwardenSecretNotFound",
-                f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name",
+                "BitwardenSecretNotFound", field,
                 f'Secret "{name}" not found in namespace "{config.namespace}". Create it with the '
                 "keys tls.crt, tls.key and ca.crt, or remove secretRef to have cert-manager issue "
                 "the certificate")
+        missing = [key for key in BITWARDEN_TLS_KEYS if key not in keys]
+        if missing:
+            raise MissingDependencyError(
+                "BitwardenSecretInvalid", field,
+                f'Secret "{name}" in namespace "{config.namespace}" has no {", ".join(missing)}: '
+                "bitwarden-sdk-server mounts tls.crt (its certificate), tls.key (its private key) "
+                "and ca.crt (the CA that signed it). Add the missing keys to the Secret; the "
+                "operator continues by itself once they are there")
+
+    async def _secret_keys(self, path: str) -> frozenset[str] | None:
+        """The key names of a Secret (None if it does not exist). Kubernetes cannot list a
+        Secret's keys without its values, so the values are dropped before returning."""
+        secret = await self.kube.get(path)
+        if secret is None:
+            return None
+        keys = frozenset(secret.get("data") or {}) | frozenset(secret.get("stringData") or {})
+        secret.clear()
+        return keys
 
 
 def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
@@ -121,6 +160,9 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     if settings.operator_fills_ca_bundle:  # its ca.crt goes into the webhooks (facts.py)
         specs.add(WatchSpec("v1", "Secret", config.namespace, any_change=True,
                             field_selector=f"metadata.name={WEBHOOK_SECRET_CERT_MANAGER}"))
+    if config.operating_namespace is not None:
+        specs.add(WatchSpec("v1", "Namespace",
+                            field_selector=f"metadata.name={config.operating_namespace}"))
     bitwarden = config.bitwarden
     if bitwarden.enabled and not bitwarden.issue_certificate:
         specs.add(WatchSpec("v1", "Secret", config.namespace,

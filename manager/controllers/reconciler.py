@@ -25,9 +25,11 @@ from manager.apply import (
     MANAGED_SELECTOR,
     Applier,
     Discovery,
+    ForeignObjectsError,
     ObjectError,
     ObjectRef,
     ObjectResult,
+    Observed,
     Pruner,
     TerminatingObjectError,
 )
@@ -114,11 +116,18 @@ STATUS_KINDS = frozenset({"Deployment", "Certificate"})
 
 def child_watches(desired: DesiredState) -> set[WatchSpec]:
     """One label-selected watch per kind the renderer can produce: namespaced kinds in the
-    operand namespace, cluster-scoped kinds cluster-wide."""
-    return {WatchSpec(api_version, kind,
-                      None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
-                      label_selector=MANAGED_SELECTOR, with_status=kind in STATUS_KINDS)
-            for api_version, kind in desired.kinds()}
+    operand namespace, cluster-scoped kinds cluster-wide; plus, per kind, each other
+    namespace a desired object lives in (the controller's Role in the operating namespace).
+    Deployments and Certificates are watched with their status (it decides Ready)."""
+    specs = {WatchSpec(api_version, kind,
+                       None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
+                       label_selector=MANAGED_SELECTOR, with_status=kind in STATUS_KINDS)
+             for api_version, kind in desired.kinds()}
+    specs.update(WatchSpec(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"],
+                           label_selector=MANAGED_SELECTOR, with_status=obj["kind"] in STATUS_KINDS)
+                 for obj in desired.objects()
+                 if obj["metadata"].get("namespace", desired.namespace) != desired.namespace)
+    return specs
 
 
 class Reconciler:
@@ -185,16 +194,25 @@ class Reconciler:
             self._watches = frozenset(
                 child_watches(desired) | dependency_watches(config)
                 | _operand_crd_watch(config))
-            objects = list(desired.objects())
-            namespaces = [o for o in objects if o["kind"] == "Namespace"]
-            await self._apply(esc, namespaces, writes)
+            # Every object is read before anything is written, so that an object that is
+            # not the operator's stops the pass before any write.
+            observed = [await self.applier.read(obj) for obj in desired.objects()]
+            _check_ownership(observed, config)
+            # A Namespace the operator did not create is used as it is (never adopted).
+            await self._write(esc, [o for o in observed
+                                    if o.ref.kind == "Namespace" and not o.foreign], writes)
             await self.preflight.check(config)
-            applied = await self._apply(esc, [o for o in objects if o["kind"] != "Namespace"],
-                                        writes)
+            # A missing operating namespace holds back only what goes into it.
+            deferred = await self.preflight.missing_operating_namespace(config)
+            applied = await self._write(esc, [
+                o for o in observed if o.ref.kind != "Namespace"
+                and (deferred is None or o.ref.namespace != config.operating_namespace)], writes)
+            if deferred is not None:  # degraded: nothing is deleted
+                raise deferred
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
-            await self._prune(esc, desired, objects, writes, held)
-        except MissingDependencyError as problem:
+            await self._prune(esc, desired, writes, held)
+        except (MissingDependencyError, ForeignObjectsError) as problem:
             return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
         except TerminatingObjectError as waiting:
             return Outcome(OutcomeKind.RETRYING, "ObjectTerminating", str(waiting)), config, None
@@ -203,7 +221,7 @@ class Reconciler:
         except ApiError as error:
             return self._api_outcome(error, str(error)), config, None
         annotator = await self._annotate(esc, config, writes)
-        return _operand_outcome(config, operand, len(objects)), config, annotator
+        return _operand_outcome(config, operand, len(observed)), config, annotator
 
     async def _operand_readiness(self, config: EffectiveConfig,
                                  applied: Sequence[ObjectResult]) -> readiness.Readiness:
@@ -255,21 +273,21 @@ class Reconciler:
             raise ConfigError(_first_location("spec", error), _first_message(error)) from None
         return effective_config(esc_spec, esm_spec, self.environment)
 
-    async def _apply(self, esc: JsonObject, objects: Sequence[JsonObject],
+    async def _write(self, esc: JsonObject, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
         results = []
-        for obj in objects:
-            result = await self.applier.apply(obj)
+        for observed in objects:
+            result = await self.applier.write(observed)
             results.append(result)
             if result.wrote:
                 writes.append(result)
                 await self.events.object_changed(esc, result)
         return results
 
-    async def _prune(self, esc: JsonObject, desired: DesiredState, objects: Sequence[JsonObject],
+    async def _prune(self, esc: JsonObject, desired: DesiredState,
                      writes: list[ObjectResult], cert_controller_held: bool) -> None:
-        keep = [ObjectRef.of(obj) for obj in objects]
-        unwanted = await self.pruner.find_unwanted(desired.kinds(), desired.namespace, keep)
+        keep = [ObjectRef.of(obj) for obj in desired.objects()]
+        unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
         for resource, obj in unwanted:
             if cert_controller_held and _component_app(obj) == CERT_CONTROLLER_APP:
                 continue
@@ -356,6 +374,14 @@ class Reconciler:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+def _check_ownership(observed: Sequence[Observed], config: EffectiveConfig) -> None:
+    """Objects of the rendered names that the operator did not create stop the pass, unless
+    the administrator asked for adoption (Namespaces are not adopted: see _converge)."""
+    foreign = [(o.ref, o.live or {}) for o in observed if o.foreign and o.ref.kind != "Namespace"]
+    if foreign and not config.adopt_existing_objects:
+        raise ForeignObjectsError(foreign)
 
 
 def _component_app(obj: JsonObject) -> str | None:

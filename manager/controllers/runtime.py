@@ -1,9 +1,15 @@
 """The operator's moving parts around one reconcile worker.
 
-    kopf on.event (ESC, ESM) ─┐
+    ESC/ESM and their CRDs   ─┐
     child/dependency watches ─┼─► ReconcileQueue ─► worker: Reconciler.run_pass() ─► Watcher
     periodic resync          ─┘        ▲                    │
                                        └── retry (backoff) ─┘
+
+The watches of the two custom resources are always on, whatever a pass asks for: together
+with the watches of their CRDs they make the start order irrelevant. If the CRDs appear after
+the operator started, or are deleted and created again, the CRD watch makes the operator look
+the kind up again and the ESC/ESM watches resume, so an ESC created afterwards is reconciled
+at once, not at the next resync.
 
 Exactly one pass runs at a time. After each pass the worker points the Watcher at what that
 pass said to watch, and schedules a retry when the pass did not end Ready: exponential
@@ -25,17 +31,39 @@ from dataclasses import dataclass
 
 from manager.apply import Discovery
 from manager.config import OperatorEnvironment
+from manager.constants import (
+    API_VERSION,
+    ESC_KIND,
+    ESC_PLURAL,
+    ESM_KIND,
+    ESM_PLURAL,
+    GROUP,
+    SINGLETON_NAME,
+)
 from manager.controllers.events import EventRecorder
-from manager.controllers.preflight import CRD_KIND
+from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
 from manager.controllers.queue import ReconcileQueue
 from manager.controllers.reconciler import PassReport, Reconciler
 from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import ApiError, Kube
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESYNC_SECONDS = 300.0
+
+
+def _own_resource_watches() -> frozenset[WatchSpec]:
+    """The ESC and the ESM (by name, metadata only) and the CRDs that serve them."""
+    by_name = f"metadata.name={SINGLETON_NAME}"
+    specs = {WatchSpec(API_VERSION, kind, field_selector=by_name) for kind in (ESC_KIND, ESM_KIND)}
+    specs.update(WatchSpec(CRD_API_VERSION, CRD_KIND, any_change=True,
+                           field_selector=f"metadata.name={plural}.{GROUP}")
+                 for plural in (ESC_PLURAL, ESM_PLURAL))
+    return frozenset(specs)
+
+
+OWN_RESOURCE_WATCHES = _own_resource_watches()
 TRANSIENT_BACKOFF = (1.0, 60.0)
 DEGRADED_BACKOFF = (10.0, 300.0)
 PROGRESSING_BACKOFF = (2.0, 30.0)
@@ -68,7 +96,6 @@ class OperatorRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._failures = 0
         self._failing_as: OutcomeKind | None = None
-        self._seen_cr: dict[str, tuple[object, ...]] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -78,6 +105,7 @@ class OperatorRuntime:
         except ApiError as error:  # the first pass tries again
             logger.warning("action=create result=error kind=ExternalSecretsManager error=%r",
                            str(error))
+        self.watcher.set_specs(OWN_RESOURCE_WATCHES)
         self._tasks = [asyncio.create_task(self._work(), name="reconcile worker"),
                        asyncio.create_task(self._resync(), name="periodic resync")]
         self.queue.request("start")
@@ -92,21 +120,6 @@ class OperatorRuntime:
         await self.watcher.stop()
 
     # --- triggers -----------------------------------------------------------------------
-
-    def custom_resource_event(self, kind: str, event_type: str | None, body: JsonObject) -> None:
-        """kopf saw the ESC or the ESM; only changes a pass acts on ask for one (the
-        operator's own status writes do not)."""
-        metadata = body.get("metadata", {})
-        key = f"{kind}/{metadata.get('name')}"
-        if event_type == "DELETED":
-            self._seen_cr.pop(key, None)
-            self.queue.request(f"{key} deleted")
-            return
-        current = (metadata.get("uid"), metadata.get("generation"),
-                   metadata.get("deletionTimestamp"))
-        if self._seen_cr.get(key) != current:
-            self._seen_cr[key] = current
-            self.queue.request(f"{key} {(event_type or 'listed').lower()}")
 
     def _child_changed(self, spec: WatchSpec, reason: str) -> None:
         if spec.kind == CRD_KIND:  # an API may have come or gone: look it up again
@@ -141,7 +154,7 @@ class OperatorRuntime:
         as a dead worker."""
         try:
             report = await self.reconciler.run_pass()
-            self.watcher.set_specs(report.watches)
+            self.watcher.set_specs(OWN_RESOURCE_WATCHES | report.watches)
             return report
         except ApiError as error:  # reading the CRs or writing status failed
             logger.warning("action=reconcile result=error error=%r", str(error))

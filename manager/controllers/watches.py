@@ -127,11 +127,8 @@ class Watcher:
                 if resource is None:
                     # Not served (yet). A CRD watch calls rediscover() when it arrives;
                     # discovery may lag a little behind, hence the quick first rechecks.
-                    rediscovered = self._rediscovered
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(rediscovered.wait(), recheck)
-                    recheck = 1.0 if rediscovered.is_set() else min(recheck * 2,
-                                                                     UNRESOLVED_RECHECK_MAX)
+                    recheck = 1.0 if await self._pause(recheck) else min(
+                        recheck * 2, UNRESOLVED_RECHECK_MAX)
                     continue
                 path = resource.collection_path(spec.namespace if resource.namespaced else None)
                 seen, version = await self._list(spec, path, seen)
@@ -141,12 +138,23 @@ class Watcher:
                 if error.status != 410:  # 410: resume point too old, list again at once
                     logger.warning("action=watch result=error watch=%s error=%r", spec,
                                    f"{error.status} {error.reason}: {error.message}")
-                    await asyncio.sleep(backoff)
+                    if error.not_found:  # the kind itself may have gone (its CRD deleted)
+                        self._discovery.invalidate(spec.api_version)
+                    await self._pause(backoff)
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
             except (ValueError, KeyError) as error:  # a malformed response: start over
                 logger.warning("action=watch result=error watch=%s error=%r", spec, str(error))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait `seconds`, or less if APIs come or go meanwhile (rediscover); whether they
+        did. A watch waiting for its kind, or backing off after it vanished, resumes as soon
+        as its CRD is back."""
+        rediscovered = self._rediscovered
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rediscovered.wait(), seconds)
+        return rediscovered.is_set()
 
     async def _list(self, spec: WatchSpec, path: str, previous: Fingerprints | None,
                     ) -> tuple[Fingerprints, str]:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from manager.config import EffectiveConfig
 from manager.render.components import COMPONENTS, enabled_components
-from manager.render.context import template_context
+from manager.render.context import component_contexts
 from manager.render.state import APPLY_ORDER, CLUSTER_SCOPED_KINDS, DesiredState
 from manager.render.templates import component_templates, render_template
 
@@ -30,7 +30,7 @@ def render_operand(config: EffectiveConfig) -> DesiredState:
     """Render every object of every enabled component."""
     components = {}
     for component in enabled_components(config):
-        context = template_context(config, component)
         components[component] = tuple(render_template(name, context)
+                                      for context in component_contexts(config, component)
                                       for name in component_templates(component))
     return DesiredState(namespace=config.namespace, components=MappingProxyType(components))

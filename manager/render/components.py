@@ -5,10 +5,16 @@ together; the controller prunes managed objects of a disabled component.
 
     component              objects                                          enabled when
     namespace              Namespace                                        always
-    controller             ServiceAccount, ClusterRoles controller, view,   always
-                           edit, servicebindings, ClusterRoleBinding,
-                           leader-election Role and RoleBinding, metrics
-                           Service, Deployment, NetworkPolicy
+    controller             ServiceAccount, ClusterRoles view, edit,         always
+                           servicebindings, leader-election Role and
+                           RoleBinding, metrics Service, Deployment,
+                           NetworkPolicy
+    controller-cluster-rbac
+                           ClusterRole and ClusterRoleBinding               no operatingNamespace
+                           external-secrets-controller
+    controller-namespace-rbac
+                           Role and RoleBinding external-secrets-controller operatingNamespace
+                           in the operating namespace
     webhook                ServiceAccount, Service, Deployment,             always
                            NetworkPolicy, 2 ValidatingWebhookConfigurations
     cert-controller        ServiceAccount, ClusterRole, ClusterRoleBinding, cert-manager off
@@ -20,6 +26,9 @@ together; the controller prunes managed objects of a disabled component.
     bitwarden-certificate  Certificate bitwarden-tls-certs                  bitwarden on without
                                                                             secretRef
     network-policy         NetworkPolicies deny-all-traffic, allow-to-dns   always
+    provider-egress        one egress NetworkPolicy per policy of the       always
+                           config (controller; bitwarden-sdk-server while
+                           it is on): the default or the declared ones
     proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
 """
 
@@ -31,17 +40,21 @@ from manager.config import EffectiveConfig
 
 NAMESPACE: Final = "namespace"
 CONTROLLER: Final = "controller"
+CONTROLLER_CLUSTER_RBAC: Final = "controller-cluster-rbac"
+CONTROLLER_NAMESPACE_RBAC: Final = "controller-namespace-rbac"
 WEBHOOK: Final = "webhook"
 CERT_CONTROLLER: Final = "cert-controller"
 WEBHOOK_CERTIFICATE: Final = "webhook-certificate"
 BITWARDEN: Final = "bitwarden"
 BITWARDEN_CERTIFICATE: Final = "bitwarden-certificate"
 NETWORK_POLICY: Final = "network-policy"
+PROVIDER_EGRESS: Final = "provider-egress"
 PROXY_CA: Final = "proxy-ca"
 
 # Every component, in the order the state lists them.
-COMPONENTS: Final = (NAMESPACE, CONTROLLER, WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE,
-                     BITWARDEN, BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROXY_CA)
+COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
+                     WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
+                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -51,19 +64,25 @@ BITWARDEN_APP: Final = "bitwarden-sdk-server"
 APP_NAMES: Final = {
     NAMESPACE: CONTROLLER_APP,
     CONTROLLER: CONTROLLER_APP,
+    CONTROLLER_CLUSTER_RBAC: CONTROLLER_APP,
+    CONTROLLER_NAMESPACE_RBAC: CONTROLLER_APP,
     WEBHOOK: WEBHOOK_APP,
     CERT_CONTROLLER: CERT_CONTROLLER_APP,
     WEBHOOK_CERTIFICATE: WEBHOOK_APP,
     BITWARDEN: BITWARDEN_APP,
     BITWARDEN_CERTIFICATE: BITWARDEN_APP,
     NETWORK_POLICY: CONTROLLER_APP,
+    PROVIDER_EGRESS: CONTROLLER_APP,  # each policy takes the labels of its own component
     PROXY_CA: CONTROLLER_APP,
 }
 
 
 def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
     """The components `config` asks for; everything else is to be absent."""
-    enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY}
+    enabled = {NAMESPACE, CONTROLLER, WEBHOOK, NETWORK_POLICY, PROVIDER_EGRESS}
+    # operatingNamespace narrows the controller's rights to that namespace.
+    enabled.add(CONTROLLER_NAMESPACE_RBAC if config.operating_namespace
+                else CONTROLLER_CLUSTER_RBAC)
     enabled.add(WEBHOOK_CERTIFICATE if config.cert_manager.enabled else CERT_CONTROLLER)
     if config.bitwarden.enabled:
         enabled.add(BITWARDEN)

@@ -3,7 +3,9 @@
 Templates print these only through `| tojson`. The names (documented in
 manifests/operand/README.md):
 
-    namespace, labels, selector, controller_selector, log_level, operating_namespace,
+    namespace, labels, selector, policy_selector, controller_policy_selector,
+    operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
+    egress_policy.{name, egress} (provider-egress only),
     images.{external_secrets, bitwarden_sdk_server},
     webhook.{check_interval, certificate_secret, annotations, ca_bundle},
     cert_manager.{issuer_ref, duration, renew_before},
@@ -18,11 +20,24 @@ from typing import Any, Final
 
 from manager.config import EffectiveConfig, ProxySettings
 from manager.render import labels
-from manager.render.components import APP_NAMES, BITWARDEN, BITWARDEN_CERTIFICATE, CONTROLLER_APP
+from manager.render.components import (
+    APP_NAMES,
+    BITWARDEN,
+    BITWARDEN_APP,
+    BITWARDEN_CERTIFICATE,
+    CERT_CONTROLLER_APP,
+    CONTROLLER,
+    CONTROLLER_APP,
+    PROVIDER_EGRESS,
+    WEBHOOK_APP,
+)
 
-# logLevel (1-5, more is more verbose) -> the operand's --loglevel. Monotonic on purpose: the
-# reference operator's 1 -> warn, 2 -> error ordering is a quirk we do not copy.
-OPERAND_LOG_LEVELS: Final = {1: "error", 2: "warn", 3: "info", 4: "debug", 5: "debug"}
+# logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
+# (normal informational logs), 2 steady-state information, 3 extended information about
+# changes, 4 debug, 5 trace. The operand's zap logger has two informational levels (info, and
+# debug for its logr V(1) messages), so 1-3 are `info` and 4-5 `debug`. Not the reference
+# operator's 1 -> warn, 2 -> error, which hides the operand's info logs by default.
+OPERAND_LOG_LEVELS: Final = {1: "info", 2: "info", 3: "info", 4: "debug", 5: "debug"}
 
 # The restricted Pod Security profile. No runAsUser: OpenShift's SCCs assign one, and the
 # images run as a non-root user elsewhere.
@@ -74,6 +89,17 @@ def _component_version(config: EffectiveConfig, component: str) -> str:
     return config.versions.external_secrets
 
 
+def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str, Any]]:
+    """The contexts a component's templates render with: one, except for provider-egress,
+    which renders its template once per egress policy, as the policy's own component."""
+    if component != PROVIDER_EGRESS:
+        return [template_context(config, component)]
+    owners = {"controller": CONTROLLER, "bitwarden": BITWARDEN}
+    return [{**template_context(config, owners[policy.component]),
+             "egress_policy": {"name": policy.name, "egress": list(policy.egress)}}
+            for policy in config.egress_policies]
+
+
 def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
     """The values the templates of `component` render from."""
     app_name = APP_NAMES[component]
@@ -84,7 +110,11 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "labels": labels.object_labels(config.labels, app_name,
                                        _component_version(config, component)),
         "selector": labels.selector_labels(app_name),
-        "controller_selector": labels.selector_labels(CONTROLLER_APP),
+        "policy_selector": labels.policy_selector(app_name),
+        "controller_policy_selector": labels.policy_selector(CONTROLLER_APP),
+        "operand_pods_selector": labels.policy_selector(
+            CONTROLLER_APP, WEBHOOK_APP, CERT_CONTROLLER_APP, BITWARDEN_APP),
+        "outbound_pods_selector": labels.policy_selector(CONTROLLER_APP, BITWARDEN_APP),
         "log_level": operand_log_level(config.log_level),
         "operating_namespace": config.operating_namespace,
         "images": {

@@ -9,14 +9,16 @@ Every operand object and pod template carries them, over the user's labels:
     app.kubernetes.io/managed-by=external-secrets-operator
     app.kubernetes.io/part-of=external-secrets-operator
 
-Selectors (Deployment, Service, NetworkPolicy) use only name and instance: a selector is
-immutable, so it must not change when the version or the user's labels change.
+Deployment and Service selectors use only name and instance: a Deployment's selector is
+immutable, so it must not change when the version or the user's labels change. NetworkPolicy
+pod selectors add managed-by (`policy_selector`): a policy must select only pods the operator
+rendered, never another workload of the namespace that happens to share a name label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from manager import constants
 
@@ -55,3 +57,12 @@ def object_labels(user_labels: Mapping[str, str], app_name: str,
                   version: str) -> dict[str, str]:
     """The labels of one object: the user's, then the standard ones over them."""
     return {**user_labels, **standard_labels(app_name, version)}
+
+
+def policy_selector(*app_names: str) -> dict[str, Any]:
+    """A NetworkPolicy podSelector matching the operand pods of these components only."""
+    ours = {INSTANCE_KEY: INSTANCE, MANAGED_BY_KEY: MANAGED_BY}
+    if len(app_names) == 1:
+        return {"matchLabels": {NAME_KEY: app_names[0], **ours}}
+    return {"matchLabels": ours,
+            "matchExpressions": [{"key": NAME_KEY, "operator": "In", "values": list(app_names)}]}

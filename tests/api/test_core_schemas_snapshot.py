@@ -1,4 +1,4 @@
-"""The committed core/v1 snapshot is what the API server under test actually serves."""
+"""The committed Kubernetes schema snapshot is what the API server under test serves."""
 
 from __future__ import annotations
 
@@ -14,5 +14,6 @@ def test_snapshot_matches_the_servers_openapi(cluster: Cluster) -> None:
     assert version == snapshot["kubernetesVersion"], (
         "the control plane runs another Kubernetes version than the snapshot; run "
         "`python -m manager generate --refresh-core-schemas`")
-    served = json.loads(cluster.kubectl("get", "--raw", core_schemas.OPENAPI_PATH).stdout)
+    served = {path: json.loads(cluster.kubectl("get", "--raw", path).stdout)
+              for path in core_schemas.OPENAPI_PATHS}
     assert core_schemas.extract(served, version) == snapshot

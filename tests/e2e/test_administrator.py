@@ -109,9 +109,9 @@ def test_settings_from_the_esm_and_the_esc_land(installed: Path) -> None:
     wait_esc("True")
     rollout("external-secrets")
 
-    # The ExternalSecretsConfig's own log level wins over the global one.
+    # The ExternalSecretsConfig's own log level wins over the global one (2: info).
     oc.selector(ESC).object().patch({"spec": {"appConfig": {"logLevel": 2}}}, strategy="merge")
-    wait_for(lambda: _assert_in("--loglevel=warn", container_args("external-secrets")),
+    wait_for(lambda: _assert_in("--loglevel=info", container_args("external-secrets")),
              "the ExternalSecretsConfig's log level to land")
     wait_esc("True")
     rollout("external-secrets")

@@ -65,6 +65,8 @@ SCENARIO_NAMESPACES = {
     "transient": "eso-it-transient",
     "service-account": "eso-it-sa",
     "apply": "eso-it-apply",
+    "policies": "eso-it-policies",
+    "operating-namespace": "eso-it-narrow",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

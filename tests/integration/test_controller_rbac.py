@@ -38,6 +38,7 @@ OPERATOR_NAMESPACE = "external-secrets-operator"
 # Configurations that together render every operand (Cluster)Role there is.
 VARIANTS: tuple[dict[str, Any], ...] = (
     {},
+    {"appConfig": {"operatingNamespace": "team-a"}},
     {"appConfig": {"certManagerConfig": {"enabled": "true", "addInjectorAnnotations": "true",
                                          "issuerRef": {"name": "i", "kind": "ClusterIssuer"}},
                    "bitwardenSecretManagerProvider": {"enabled": "true"},

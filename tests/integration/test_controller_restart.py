@@ -7,6 +7,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from manager.controllers.runtime import OWN_RESOURCE_WATCHES
 from manager.controllers.status import ESC_DELETED_MESSAGE
 from manager.kube import Kube
 from tests.integration.conftest import (
@@ -87,8 +88,9 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
     assert after == before
     deletes = [url for method, url in operator.log.writes() if method == "DELETE"]
     assert deletes == []
-    # Management stopped: no child watches remain, and drift is no longer repaired.
+    # Management stopped: no child watches remain (only those of the ESC, the ESM and their
+    # CRDs, to notice an ESC created again), and drift is no longer repaired.
     runtime = operator.runtime
     assert runtime is not None
-    assert not runtime.watcher.specs
+    assert runtime.watcher.specs == OWN_RESOURCE_WATCHES
     await user_objects.assert_untouched(kube)

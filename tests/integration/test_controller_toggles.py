@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
 from manager.kube import CRD_COLLECTION, Kube, install_crds
@@ -59,8 +63,10 @@ async def _eventually_in_message(esc: EscHandle, text: str) -> str:
     return message
 
 
-async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                                     user_objects: UserObjects, cluster: Cluster) -> None:
+async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator, *,
+                                     user_objects: UserObjects, cluster: Cluster,
+                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     simulated = cluster.simulated is not None
     namespace = SCENARIO_NAMESPACES["bitwarden"]
     base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
@@ -84,13 +90,27 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     assert (await esc.condition("Ready") or {})["status"] == "False"
     assert await present(kube, namespace) == installed
 
-    # The Secret appears: the dependency watch ends the wait, bitwarden is installed. The
-    # simulated cluster has no bitwarden-sdk-server binary: its pod waits, and the status
+    # The Secret appears as a plain kubernetes.io/tls Secret, without ca.crt: Degraded naming
+    # the missing key; nothing changes, and no value of the Secret reaches the log.
+    sentinel = base64.b64encode(b"SENTINEL-bitwarden-private-key").decode()
+    secret_path = f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls"
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": "bitwarden-tls", "namespace": namespace},
+              "data": {"tls.crt": sentinel, "tls.key": sentinel}}
+    await kube.apply(secret_path, secret, field_manager="integration-tests")
+    invalid = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretInvalid")
+    assert 'Secret "bitwarden-tls"' in invalid["message"]
+    assert "has no ca.crt" in invalid["message"]
+    assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in invalid["message"]
+    assert await present(kube, namespace) == installed
+    assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()
+                or sentinel in r.getMessage()]
+
+    # The missing key is added: the dependency watch ends the wait, bitwarden is installed.
+    # The simulated cluster has no bitwarden-sdk-server binary: its pod waits, and the status
     # says so (on a real cluster the server runs and the ESC becomes Ready).
-    await kube.create(f"/api/v1/namespaces/{namespace}/secrets",
-                      {"metadata": {"name": "bitwarden-tls"},
-                       "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
-                      field_manager="integration-tests")
+    secret["data"]["ca.crt"] = sentinel
+    await kube.apply(secret_path, secret, field_manager="integration-tests")
     await wait_present(kube, namespace, with_bitwarden)
     if simulated:
         waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")

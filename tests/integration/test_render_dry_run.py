@@ -69,6 +69,12 @@ def test_every_rendered_object_is_accepted_by_the_api_server(
     assert objects[0]["metadata"]["name"] == namespace
     cluster.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
                     "--filename=-", input=json.dumps(objects[0]))
+    # The operating namespace (the controller's Role goes there) exists beforehand.
+    for other in {o["metadata"].get("namespace") for o in objects} - {None, namespace}:
+        cluster.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
+                        "--filename=-", input=json.dumps(
+                            {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": other}}))
 
     result = cluster.kubectl(
         "apply", "--server-side", "--dry-run=server", "--validate=strict",

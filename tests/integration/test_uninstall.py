@@ -77,12 +77,16 @@ def _key(ref: str) -> Key:
 
 async def prepare_namespace(kube: Kube, namespace: str, objects: list[tuple[str, dict[str, Any]]],
                             ) -> dict[str, tuple[str, int | None]]:
-    """The namespace and objects in it that are not the operator's, created while no webhook
-    configuration exists (none serves them yet); their paths, uids and generations."""
+    """The namespace, as the operator creates it (its field manager and label: the operator
+    does not label a namespace it did not create), and objects in it that are not the
+    operator's, created while no webhook configuration exists (none serves them yet); their
+    paths, uids and generations."""
     await remove_operand_webhooks(kube)
     await kube.apply(f"/api/v1/namespaces/{namespace}",
-                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-                     field_manager=FIELD_MANAGER)
+                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                         "name": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "external-secrets-operator"}}},
+                     field_manager="external-secrets-operator")
     versions = {}
     for collection, body in objects:
         path = f"{collection}/{body['metadata']['name']}"

@@ -23,20 +23,25 @@ import pytest_asyncio
 
 from manager.kube import ApiError, Kube
 from tests.integration.conftest import ESC_API, ESM_PATH, eventually, managed_objects
+from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE
 from tests.resilience.conftest import (
     AuditLog,
     OperatorProcess,
     assert_no_crash,
     delete_esc,
     replace_spec,
+    resource_of,
     set_cert_manager,
     uids,
     wait_condition,
     wait_quiet,
+    writes,
 )
 
 NAMESPACE = "eso-rs-hostile"
 GOOD = {"controllerConfig": {"namespace": NAMESPACE, "labels": {"resilience": "hostile"}}}
+TLS_WITHOUT_CA = "tls-without-ca"  # a kubernetes.io/tls Secret: no ca.crt
+TEAM = "eso-rs-hostile-team"  # holds a Role named like the controller's, created by someone else
 
 
 def esc_spec(labels: dict[str, str] | None = None, **app_config: Any) -> dict[str, Any]:
@@ -46,6 +51,12 @@ def esc_spec(labels: dict[str, str] | None = None, **app_config: Any) -> dict[st
         spec["controllerConfig"]["labels"] = labels
     if app_config:
         spec["appConfig"] = app_config
+    return spec
+
+
+def esc_spec_with_policies(policies: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = copy.deepcopy(GOOD)
+    spec["controllerConfig"]["networkPolicies"] = policies
     return spec
 
 
@@ -88,6 +99,12 @@ REJECTED = [
          rejected="may not be more than 2048"),
     Case("oversized-no-proxy", esc_spec(proxy={"noProxy": "a," * 2049}),
          rejected="may not be more than 4096"),
+    Case("proxy-without-scheme", esc_spec(proxy={"httpProxy": "proxy.example.com:3128"}),
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
+    Case("proxy-without-host", esc_spec(proxy={"httpsProxy": "https://"}),
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
+    Case("esm-proxy-not-a-url", esm={"globalConfig": {"proxy": {"httpProxy": "{{ proxy }}"}}},
+         rejected="must be a URL with a scheme (http, https or socks5) and a host"),
     Case("unknown-field", esc_spec(hostile={"enabled": True}),
          query={"fieldValidation": "Strict"}, rejected='unknown field "spec.appConfig.hostile"'),
     Case("log-level-out-of-range", esc_spec(logLevel=99),
@@ -125,8 +142,23 @@ REJECTED = [
          rejected=f"{TOO_MANY} 10 items"),
     Case("quantity-not-a-number", esc_spec(resources={"limits": {"cpu": "lots"}}),
          rejected="should match"),
+    Case("network-policy-of-the-operator",
+         esc_spec_with_policies([{"name": "deny-all-traffic",
+                                  "componentName": "ExternalSecretsCoreController",
+                                  "egress": [{}]}]),
+         rejected="name must not be the name of a NetworkPolicy the operator renders itself"),
+    Case("network-policy-name-twice",
+         esc_spec_with_policies([{"name": "p", "componentName": component, "egress": []}
+                                 for component in ("ExternalSecretsCoreController",
+                                                   "BitwardenSDKServer")]),
+         rejected="names in networkPolicies must be unique"),
     Case("namespace-moved", {"controllerConfig": {"namespace": "kube-system"}},
          rejected="namespace is immutable once set"),
+    Case("adopt-not-a-boolean", {"controllerConfig": {"namespace": NAMESPACE,
+                                                      "adoptExistingObjects": "yes"}},
+         rejected='Unsupported value: "yes"'),
+    Case("namespace-system", {"controllerConfig": {"namespace": "openshift-config"}},
+         rejected="spec.controllerConfig.namespace must not be a shared or system namespace"),
     Case("operating-namespace-path", esc_spec(operatingNamespace="../kube-system"),
          rejected="must be a valid namespace name"),
     Case("check-interval-shell", esc_spec(webhookConfig={"certificateCheckInterval": "$(reboot)"}),
@@ -174,6 +206,22 @@ DEGRADED = [
                                                   "secretRef": {"name": "no-such-secret"}}),
          degraded="spec.appConfig.bitwardenSecretManagerProvider.secretRef.name",
          reason="BitwardenSecretNotFound"),
+    Case("bitwarden-secret-without-ca",
+         esc_spec(bitwardenSecretManagerProvider={"enabled": "true",
+                                                  "secretRef": {"name": TLS_WITHOUT_CA}}),
+         degraded=f'Secret "{TLS_WITHOUT_CA}" in namespace "{NAMESPACE}" has no ca.crt',
+         reason="BitwardenSecretInvalid"),
+    Case("operating-namespace-missing", esc_spec(operatingNamespace="no-such-namespace"),
+         degraded='spec.appConfig.operatingNamespace: namespace "no-such-namespace" does not '
+                  "exist", reason="OperatingNamespaceNotFound"),
+    Case("object-of-someone-else", esc_spec(operatingNamespace=TEAM),
+         degraded=f"Role {TEAM}/external-secrets-controller exists and is managed by field "
+                  "managers team-admin", reason="ObjectNotOwned"),
+    Case("network-policy-invalid-cidr",
+         esc_spec_with_policies([{"name": "allow-vault",
+                                  "componentName": "ExternalSecretsCoreController",
+                                  "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}]),
+         degraded=f"apply NetworkPolicy {NAMESPACE}/allow-vault", reason="ApplyRejected"),
     Case("esm-requests-above-limits",
          esm={"globalConfig": {"resources": {"limits": {"memory": "1Gi"},
                                              "requests": {"memory": "2Gi"}}}},
@@ -240,6 +288,19 @@ async def hostile(kube: Kube, operator_kubeconfig: Path, audit: AuditLog,
                                     "metadata": {"name": "cluster"}, "spec": GOOD},
                           field_manager="hostile")
         await wait_condition(kube, "Ready", "True")
+        await kube.apply(f"/api/v1/namespaces/{TEAM}", {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM}},
+            field_manager="hostile")
+        await kube.apply(
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{TEAM}/roles/"
+            "external-secrets-controller",
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": "external-secrets-controller", "namespace": TEAM},
+             "rules": []}, field_manager="team-admin")
+        await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_WITHOUT_CA}",
+                         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                          "metadata": {"name": TLS_WITHOUT_CA, "namespace": NAMESPACE},
+                          "data": {"tls.crt": "", "tls.key": ""}}, field_manager="hostile")
         await wait_quiet(audit)
         yield Hostile(kube, operator, await uids(kube, NAMESPACE), audit)
     finally:
@@ -296,6 +357,37 @@ async def test_values_are_data_not_markup(hostile: Hostile) -> None:
 
     await eventually(verbatim)
     await hostile.restore()
+
+
+async def test_the_operators_own_namespace_is_refused_before_any_write(hostile: Hostile) -> None:
+    """CEL cannot know where the operator runs (here: POD_NAMESPACE); a pass that resolves to
+    that namespace writes nothing but status. The ESC is created again (namespace is
+    immutable), then the good spec comes back."""
+    await delete_esc(hostile.kube)
+    start = hostile.audit.mark()
+    await hostile.kube.create(ESC_API, {
+        "apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
+        "metadata": {"name": "cluster"},
+        "spec": {"controllerConfig": {"namespace": OPERATOR_NAMESPACE}}},
+        field_manager="hostile")
+    degraded = await wait_condition(hostile.kube, "Degraded", "True",
+                                    contains="spec.controllerConfig.namespace",
+                                    reason="InvalidConfiguration")
+    assert "the namespace the operator itself runs in" in degraded["message"]
+    await wait_quiet(hostile.audit)
+    operand_writes = [(e["verb"], resource_of(e)) for e in writes(hostile.audit.entries(start))
+                      if resource_of(e)[0] != "operator.openshift.io"
+                      and resource_of(e)[1] != "events"]
+    assert operand_writes == []
+    ours = set(await managed_objects(hostile.kube, OPERATOR_NAMESPACE))
+    assert {key for key in ours if OPERATOR_NAMESPACE in key} == set()
+    await delete_esc(hostile.kube)
+    await hostile.kube.create(ESC_API, {"apiVersion": "operator.openshift.io/v1alpha1",
+                                        "kind": "ExternalSecretsConfig",
+                                        "metadata": {"name": "cluster"}, "spec": GOOD},
+                              field_manager="hostile")
+    await wait_condition(hostile.kube, "Ready", "True")
+    assert hostile.operator.alive
 
 
 # --- references to what does not exist (cert-manager, its Issuer) ---------------------------

@@ -166,9 +166,11 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
             "enabled": "true", "secretRef": {"name": "resilience-bitwarden-tls"}}}}
     await esc.create(spec)
     await wait_condition(kube, "Degraded", "True", reason="BitwardenSecretNotFound")
-    await kube.apply(tls_secret, {"apiVersion": "v1", "kind": "Secret",
-                                  "metadata": {"name": "resilience-bitwarden-tls",
-                                               "namespace": NAMESPACE}},
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "resilience-bitwarden-tls", "namespace": NAMESPACE}}
+    await kube.apply(tls_secret, secret, field_manager="resilience")
+    await wait_condition(kube, "Degraded", "True", reason="BitwardenSecretInvalid")
+    await kube.apply(tls_secret, {**secret, "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
                      field_manager="resilience")
     await wait_installed(kube, NAMESPACE, timeout=90)
 

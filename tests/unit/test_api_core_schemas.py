@@ -17,6 +17,12 @@ def _doc(schemas: dict[str, Any]) -> dict[str, Any]:
     return {"openapi": "3.0.0", "components": {"schemas": schemas}}
 
 
+def _docs(core: dict[str, Any], networking: dict[str, Any] | None = None,
+          ) -> dict[str, dict[str, Any]]:
+    return {core_schemas.CORE_V1: _doc(core),
+            core_schemas.NETWORKING_V1: _doc(NETWORKING if networking is None else networking)}
+
+
 COMPONENTS: dict[str, Any] = {
     "io.k8s.api.core.v1.Toleration": {
         "description": "type description", "type": "object",
@@ -50,12 +56,28 @@ COMPONENTS: dict[str, Any] = {
 }
 
 
+NETWORKING: dict[str, Any] = {
+    "io.k8s.api.networking.v1.NetworkPolicyEgressRule": {
+        "type": "object",
+        "properties": {"ports": {"type": "array", "x-kubernetes-list-type": "atomic",
+                                 "items": {"$ref": REF + "Port"}}},
+    },
+    "Port": {"type": "object", "properties": {
+        "port": {"$ref": REF + "io.k8s.apimachinery.pkg.util.intstr.IntOrString"}}},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"type": "string",
+                                                         "format": "int-or-string"},
+}
+
+
 def test_extract_resolves_references_and_drops_what_crds_forbid() -> None:
-    snapshot = core_schemas.extract(_doc(COMPONENTS), "v9.9.9")
+    snapshot = core_schemas.extract(_docs(COMPONENTS), "v9.9.9")
     assert snapshot["kubernetesVersion"] == "v9.9.9"
-    assert snapshot["source"] == "/openapi/v3/api/v1"
+    assert snapshot["sources"] == ["/openapi/v3/api/v1", "/openapi/v3/apis/networking.k8s.io/v1"]
     schemas = snapshot["schemas"]
-    assert set(schemas) == {"Affinity", "ResourceRequirements", "Toleration"}
+    assert set(schemas) == {"Affinity", "ResourceRequirements", "Toleration",
+                            "NetworkPolicyEgressRule"}
+    port = schemas["NetworkPolicyEgressRule"]["properties"]["ports"]["items"]["properties"]["port"]
+    assert port == core_schemas.int_or_string_schema(None)
     assert schemas["Toleration"]["properties"]["operator"] == {
         "type": "string", "enum": ["Equal", "Exists"]}  # default dropped
     claims = schemas["ResourceRequirements"]["properties"]["claims"]
@@ -74,14 +96,16 @@ def test_recursive_schemas_are_refused() -> None:
     looping = {**COMPONENTS, "Node": {"type": "object", "properties": {
         "again": {"$ref": REF + "Node"}}}}
     with pytest.raises(core_schemas.CoreSchemaError, match="recursive"):
-        core_schemas.extract(_doc(looping), "v0")
+        core_schemas.extract(_docs(looping), "v0")
 
 
 def test_missing_components_are_reported() -> None:
     with pytest.raises(core_schemas.CoreSchemaError, match="no schema"):
-        core_schemas.extract(_doc({}), "v0")
+        core_schemas.extract(_docs({}), "v0")
+    with pytest.raises(core_schemas.CoreSchemaError, match="no schema"):
+        core_schemas.extract(_docs(COMPONENTS, {}), "v0")
     with pytest.raises(core_schemas.CoreSchemaError, match="not an OpenAPI v3 document"):
-        core_schemas.extract({"swagger": "2.0"}, "v0")
+        core_schemas.extract({core_schemas.CORE_V1: {"swagger": "2.0"}}, "v0")
 
 
 def test_committed_snapshot_comes_from_the_pinned_kubernetes_version() -> None:

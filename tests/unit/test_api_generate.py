@@ -83,8 +83,8 @@ def test_resource_names_scope_and_labels() -> None:
         assert document["spec"]["group"] == "operator.openshift.io"
         assert document["spec"]["names"]["kind"] == kind
         assert document["spec"]["names"]["shortNames"] == short
-        assert document["spec"]["names"]["categories"] == ["external-secrets-operator",
-                                                           "external-secrets"]
+        # Not `external-secrets`: that category is the operand's (docs/api.md, deviations).
+        assert document["spec"]["names"]["categories"] == ["external-secrets-operator"]
         assert document["metadata"]["labels"] == {
             "app.kubernetes.io/name": kind.lower(),
             "app.kubernetes.io/part-of": "external-secrets-operator",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from manager.apply.discovery import Resource, group_version_path
+from manager.apply.ownership import ForeignObjectsError, is_foreign, managed_by
 from manager.apply.prune import (
     MANAGED_SELECTOR,
     NEVER_PRUNED_KINDS,
@@ -144,3 +145,47 @@ def test_every_kind_the_renderer_produces_has_a_deletion_rank() -> None:
 ])
 def test_dependents_are_deleted_before_what_they_depend_on(first: str, then: str) -> None:
     assert deletion_rank(first) < deletion_rank(then)
+
+
+# --- ownership --------------------------------------------------------------------------------
+
+
+def _live(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+          managers: tuple[tuple[str, str], ...] = ()) -> JsonObject:
+    return {"metadata": {"name": "x", "labels": labels or {}, "annotations": annotations or {},
+                         "managedFields": [{"manager": m, "operation": op}
+                                           for m, op in managers]}}
+
+
+def test_an_object_is_ours_only_once_our_field_manager_applied_it() -> None:
+    assert not is_foreign(None)  # absent: nothing to take over
+    assert is_foreign(_live(managers=(("helm", "Update"),)))
+    assert is_foreign(_live({MANAGED_BY_LABEL: OPERATOR_NAME}, managers=(("kubectl", "Apply"),)))
+    assert is_foreign(_live(managers=((FIELD_MANAGER, "Update"),)))  # an update, not an apply
+    assert not is_foreign(_live(managers=(("helm", "Update"), (FIELD_MANAGER, "Apply"))))
+
+
+def test_who_manages_a_foreign_object_helm_then_label_then_field_managers() -> None:
+    helm = _live({MANAGED_BY_LABEL: "Helm"},
+                 {"meta.helm.sh/release-name": "eso", "meta.helm.sh/release-namespace": "infra"},
+                 (("helm", "Update"),))
+    assert managed_by(helm) == "Helm release infra/eso (field managers helm)"
+    labelled = _live({MANAGED_BY_LABEL: "argocd"}, managers=(("argocd-controller", "Apply"),))
+    assert managed_by(labelled) == \
+        "app.kubernetes.io/managed-by=argocd (field managers argocd-controller)"
+    assert managed_by(_live(managers=(("kubectl-edit", "Update"), ("kubectl", "Apply")))) == \
+        "field managers kubectl, kubectl-edit"
+    assert managed_by(_live()) == "an unknown owner (no field manager recorded)"
+
+
+def test_the_refusal_names_each_object_its_manager_and_the_fix() -> None:
+    helm = _live(annotations={"meta.helm.sh/release-name": "eso"}, managers=(("helm", "Update"),))
+    role = ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "",
+                     "external-secrets-controller")
+    error = ForeignObjectsError([(role, helm)])
+    text = str(error)
+    assert text.startswith("ClusterRole external-secrets-controller exists and is managed by "
+                           "Helm release eso")
+    assert "helm uninstall" in text
+    assert 'spec.controllerConfig.adoptExistingObjects: "true"' in text
+    assert error.reason == "ObjectNotOwned"

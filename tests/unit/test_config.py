@@ -211,6 +211,30 @@ def test_invalid_namespaces_are_refused(spec: dict[str, Any], field: str) -> Non
     assert config_error(esc(spec)).field == field
 
 
+@pytest.mark.parametrize("namespace", [
+    "default", "kube-system", "kube-public", "kube-node-lease", "kube-anything", "openshift",
+    "openshift-config", "openshift-operators"])
+def test_shared_and_system_namespaces_are_refused_for_the_operand(namespace: str) -> None:
+    error = config_error(esc({"controllerConfig": {"namespace": namespace}}))
+    assert error.field == "spec.controllerConfig.namespace"
+    assert "shared or system namespace" in error.message
+    assert "create it again" in error.message  # the fix
+
+
+@pytest.mark.parametrize("namespace", ["external-secrets", "kubernetes-secrets", "my-openshift",
+                                       "kube", "openshifted"])
+def test_namespaces_that_only_resemble_system_ones_are_accepted(namespace: str) -> None:
+    assert config(esc({"controllerConfig": {"namespace": namespace}})).namespace == namespace
+
+
+def test_the_operators_own_namespace_is_refused_for_the_operand() -> None:
+    own = OperatorEnvironment.from_environ({}, own_namespace="eso-operator")
+    error = config_error(esc({"controllerConfig": {"namespace": "eso-operator"}}), env=own)
+    assert error.field == "spec.controllerConfig.namespace"
+    assert "the namespace the operator itself runs in" in error.message
+    assert config(esc({"controllerConfig": {"namespace": "eso"}}), env=own).namespace == "eso"
+
+
 # --- webhook and cert-manager ---------------------------------------------------------------
 
 
@@ -437,3 +461,50 @@ def test_the_effective_config_rejects_combinations_the_renderer_cannot_use() -> 
     with pytest.raises(ValueError, match="bitwarden_sdk_server"):
         EffectiveConfig.model_validate({"bitwarden": {"enabled": True,
                                                       "tls_secret_name": "x"}})
+
+
+# --- proxy URLs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["proxy.example.com:3128", "http://", "proxy", "ftp://p:21",
+                                   "//proxy:3128", "http://[::1"])
+def test_a_proxy_that_is_not_a_url_is_refused(value: str) -> None:
+    error = config_error(app(proxy={"httpsProxy": value}))
+    assert error.field == "spec.appConfig.proxy.httpsProxy"
+    assert "a scheme" in error.message or "not a URL" in error.message
+    esm_error = config_error(None, glob(proxy={"httpProxy": value}))
+    assert esm_error.field == "spec.globalConfig.proxy.httpProxy"
+
+
+@pytest.mark.parametrize("value", ["http://proxy:3128", "https://user:p%40ss@proxy.example.com",
+                                   "socks5://10.0.0.1:1080", "HTTP://PROXY:3128", ""])
+def test_proxy_urls_with_a_scheme_and_a_host_are_accepted(value: str) -> None:
+    assert config(app(proxy={"httpProxy": value})) is not None
+
+
+# --- network policies -------------------------------------------------------------------------
+
+
+def policy(name: str, component: str = "ExternalSecretsCoreController") -> dict[str, Any]:
+    return {"name": name, "componentName": component, "egress": [{}]}
+
+
+@pytest.mark.parametrize(("policies", "message"), [
+    ([policy("deny-all-traffic")], "none of the operator's own NetworkPolicies has"),
+    ([policy("Not_A_Name")], "none of the operator's own NetworkPolicies has"),
+    ([policy("p"), policy("p", "BitwardenSDKServer")], "is used twice"),
+])
+def test_network_policy_names_the_crd_refuses_are_refused_for_render(
+        policies: list[dict[str, Any]], message: str) -> None:
+    error = config_error(esc({"controllerConfig": {"networkPolicies": policies}}))
+    assert error.field.startswith("spec.controllerConfig.networkPolicies[")
+    assert message in error.message
+
+
+def test_declared_policies_replace_the_default_egress_of_their_component() -> None:
+    declared = config(esc({"controllerConfig": {"networkPolicies": [policy("allow-vault")]}}))
+    assert [(p.name, p.component) for p in declared.egress_policies] == [
+        ("allow-vault", "controller")]
+    default = config()
+    assert [(p.name, p.component, p.egress) for p in default.egress_policies] == [
+        ("allow-provider-egress-for-main-controller", "controller", ({},))]

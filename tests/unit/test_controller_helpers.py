@@ -5,6 +5,7 @@ the ESM status is built from."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ from manager.controllers.reconciler import (
 )
 from manager.controllers.status import Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec, fingerprint
-from manager.kube import ApiError, JsonObject
+from manager.kube import ApiError, JsonObject, own_namespace
 from manager.render import CLUSTER_SCOPED_KINDS, render_operand
 
 
@@ -336,7 +337,9 @@ def test_the_annotator_report_explains_an_inactive_annotator() -> None:
 
 
 def test_events_are_posted_for_writes_only_with_a_readable_message() -> None:
-    assert set(events.REASONS) == {Action.CREATED, Action.UPDATED, Action.DELETED}
+    assert set(events.REASONS) == {Action.CREATED, Action.UPDATED, Action.ADOPTED,
+                                   Action.DELETED}
+    assert events.REASONS[Action.ADOPTED] == "Adopted"
     ref = ObjectRef("apps/v1", "Deployment", "es", "external-secrets")
     assert f"{Action.DELETED} {ref}" == "deleted Deployment es/external-secrets"
 
@@ -350,3 +353,13 @@ def test_events_go_to_the_operator_namespace(monkeypatch: pytest.MonkeyPatch) ->
     assert events.events_namespace() == "external-secrets-operator"
     monkeypatch.delenv("POD_NAMESPACE")
     assert events.events_namespace() == "default"
+
+
+def test_the_operators_namespace_comes_from_the_environment_or_its_service_account(
+        tmp_path: Path) -> None:
+    namespace_file = tmp_path / "namespace"
+    assert own_namespace({"POD_NAMESPACE": "ops"}, namespace_file) == "ops"
+    assert own_namespace({}, namespace_file) is None  # not in a pod
+    namespace_file.write_text("eso-operator\n")
+    assert own_namespace({}, namespace_file) == "eso-operator"
+    assert own_namespace({"POD_NAMESPACE": ""}, namespace_file) == "eso-operator"

@@ -33,7 +33,7 @@ def test_render_prints_every_object_in_apply_order(capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, "-f", str(SAMPLES / "esc-default.yaml"))
     assert code == 0
     objects = list(yaml.safe_load_all(out))
-    assert len(objects) == 27
+    assert len(objects) == 28
     assert objects[0]["kind"] == "Namespace"
     assert objects[-1]["kind"] == "ValidatingWebhookConfiguration"
 
@@ -105,3 +105,25 @@ def test_a_missing_file_and_a_malformed_env_are_refused(
     code, _, err = run(capsys, "-f", str(SAMPLES / "esc-default.yaml"), "--env", "NOVALUE")
     assert code == 1
     assert "NAME=VALUE" in err
+
+
+def test_a_system_namespace_is_refused_naming_the_field(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "kind: ExternalSecretsConfig\nmetadata: {name: cluster}\n"
+                           "spec: {controllerConfig: {namespace: kube-system}}\n")
+    code, out, err = run(capsys, "-f", path)
+    assert code == 1
+    assert out == ""
+    assert "spec.controllerConfig.namespace" in err
+    assert "'kube-system' is a shared or system namespace" in err
+
+
+def test_the_default_spec_renders_no_policy_with_an_empty_pod_selector(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-f", str(SAMPLES / "esc-default.yaml"))
+    assert code == 0
+    policies = [doc for doc in yaml.safe_load_all(out) if doc["kind"] == "NetworkPolicy"]
+    assert policies
+    for policy in policies:
+        selector = policy["spec"]["podSelector"]
+        assert selector.get("matchLabels"), policy["metadata"]["name"]

@@ -25,6 +25,7 @@ from manager.config import (
     ProxySettings,
     effective_config,
     is_reserved_label_key,
+    is_shared_namespace,
 )
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.context import RESTRICTED_CONTAINER_SECURITY_CONTEXT
@@ -44,6 +45,7 @@ PROPERTY_SETTINGS = settings(max_examples=60, deadline=None,
 # --- generated specs ------------------------------------------------------------------------
 
 dns_labels = st.from_regex(r"[a-z]([-a-z0-9]{0,20}[a-z0-9])?", fullmatch=True)
+operand_namespaces = dns_labels.filter(lambda name: not is_shared_namespace(name))
 label_keys = st.builds(lambda prefix, name: f"{prefix}/{name}" if prefix else name,
                        st.sampled_from(["", "example.com", "team.example.org"]),
                        st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?",
@@ -94,8 +96,14 @@ def esc_specs(draw: st.DrawFn) -> ExternalSecretsConfigSpec:
         app["bitwardenSecretManagerProvider"] = provider
     if draw(st.booleans()):
         app["operatingNamespace"] = draw(dns_labels)
-    spec: dict[str, Any] = {"controllerConfig": {"namespace": draw(dns_labels),
+    spec: dict[str, Any] = {"controllerConfig": {"namespace": draw(operand_namespaces),
                                                  "labels": draw(label_maps)}}
+    if draw(st.booleans()):
+        spec["controllerConfig"]["networkPolicies"] = [
+            {"name": f"egress-{index}", "componentName": component,
+             "egress": [{"ports": [{"protocol": "TCP", "port": 443}]}]}
+            for index, component in enumerate(draw(st.lists(st.sampled_from(
+                ["ExternalSecretsCoreController", "BitwardenSDKServer"]), max_size=3)))]
     if app or draw(st.booleans()):
         spec["appConfig"] = app
     return ExternalSecretsConfigSpec.model_validate(spec)
@@ -117,6 +125,17 @@ environments = st.builds(
 def reloaded(objects: tuple[dict[str, Any], ...]) -> list[Any]:
     """What `render` prints for `objects`, read back."""
     return list(yaml.load_all(dump_objects(objects), Loader=yaml.CSafeLoader))
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels, and In expressions) matching `labels`."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
 
 
 def pod_specs(state: DesiredState) -> list[dict[str, Any]]:
@@ -142,6 +161,23 @@ def check_labels(labels: dict[str, str], config: EffectiveConfig) -> None:
         assert labels[key] == value
 
 
+def check_network_policies(state: DesiredState) -> None:
+    """No NetworkPolicy selects a pod the operator did not render: each selects operand pods
+    by the operator's own labels, and never a pod without them."""
+    operand_pods = [t["metadata"]["labels"] for t in pod_specs(state)]
+    foreign = {key: value for key, value in operand_pods[0].items()
+               if key != "app.kubernetes.io/managed-by"}
+    for obj in state.objects():
+        if obj["kind"] != "NetworkPolicy":
+            continue
+        selector = obj["spec"]["podSelector"]
+        name = obj["metadata"]["name"]
+        assert selector["matchLabels"]["app.kubernetes.io/managed-by"] == \
+            "external-secrets-operator", name
+        assert any(selects(selector, labels) for labels in operand_pods), name
+        assert not selects(selector, foreign), name
+
+
 @PROPERTY_SETTINGS
 @given(esc_specs(), esm_specs(), environments)
 def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
@@ -157,10 +193,13 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
     for template in pod_specs(state):
         check_labels(template["metadata"]["labels"], config)
 
-    # Every namespaced object in the operand namespace; cluster-scoped ones in none.
+    # Every namespaced object in the operand namespace (but the controller's Role and
+    # RoleBinding in the operating namespace); cluster-scoped ones in none.
     for obj in objects:
         if obj["kind"] in CLUSTER_SCOPED_KINDS:
             assert "namespace" not in obj["metadata"]
+        elif obj["metadata"]["name"] == "external-secrets-controller":
+            assert obj["metadata"]["namespace"] == config.operating_namespace
         else:
             assert obj["metadata"]["namespace"] == config.namespace
     assert ("Namespace", config.namespace) in {(o["kind"], o["metadata"]["name"])
@@ -196,6 +235,8 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
                   if m["mountPath"] == "/etc/pki/tls/certs"]
         assert mounts == ([{"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
                             "readOnly": True}] if proxied else [])
+
+    check_network_policies(state)
 
     # Components switch as a whole.
     assert ("cert-controller" in state.components) is not config.cert_manager.enabled
@@ -285,10 +326,13 @@ def test_hostile_proxy_values_land_verbatim_and_change_nothing_else(http: str, h
 @PROPERTY_SETTINGS
 @given(hostile)
 def test_hostile_proxy_values_from_a_spec_reach_the_containers(value: str) -> None:
-    spec = ExternalSecretsConfigSpec.model_validate({"appConfig": {"proxy": {"httpProxy": value}}})
+    url = f"http://proxy.invalid:3128/{value}"  # a proxy must be a URL; its path is data
+    spec = ExternalSecretsConfigSpec.model_validate(
+        {"appConfig": {"proxy": {"httpProxy": url, "noProxy": value}}})
     state = render_operand(effective_config(spec, None, OperatorEnvironment()))
     for container in all_containers(state):
-        assert container["env"][0] == {"name": "HTTP_PROXY", "value": value}
+        assert container["env"][:2] == [{"name": "HTTP_PROXY", "value": url},
+                                         {"name": "NO_PROXY", "value": value}]
 
 
 json_values = st.recursive(

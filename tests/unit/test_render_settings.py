@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec
+from manager.api.rules import OPERATOR_NETWORK_POLICIES
 from manager.config import (
     BitwardenSettings,
     CertManagerSettings,
@@ -88,8 +89,9 @@ def args(state: DesiredState, deployment: str) -> list[str]:
 
 def test_the_default_installation_has_the_documented_objects_in_apply_order() -> None:
     state = render()
-    assert list(state.components) == ["namespace", "controller", "webhook", "cert-controller",
-                                      "network-policy"]
+    assert list(state.components) == ["namespace", "controller", "controller-cluster-rbac",
+                                      "webhook", "cert-controller", "network-policy",
+                                      "provider-egress"]
     assert names(state) == {
         ("Namespace", "external-secrets"),
         ("ServiceAccount", "external-secrets"), ("ServiceAccount", "external-secrets-webhook"),
@@ -104,6 +106,7 @@ def test_the_default_installation_has_the_documented_objects_in_apply_order() ->
         ("NetworkPolicy", "allow-api-server-egress-for-main-controller"),
         ("NetworkPolicy", "allow-api-server-egress-for-webhook"),
         ("NetworkPolicy", "deny-all-traffic"), ("NetworkPolicy", "allow-to-dns"),
+        ("NetworkPolicy", "allow-provider-egress-for-main-controller"),
         ("ValidatingWebhookConfiguration", "externalsecret-validate"),
         ("ValidatingWebhookConfiguration", "secretstore-validate"),
     } | CERT_CONTROLLER_OBJECTS
@@ -166,8 +169,15 @@ def test_the_log_level_mapping_is_monotonic_more_is_more_verbose() -> None:
     verbosity = ["error", "warn", "info", "debug"]
     ranks = [verbosity.index(OPERAND_LOG_LEVELS[level]) for level in range(1, 6)]
     assert ranks == sorted(ranks)
-    assert OPERAND_LOG_LEVELS[1] == "error"
     assert OPERAND_LOG_LEVELS[5] == "debug"
+
+
+def test_the_default_log_level_gives_the_operands_informational_logs() -> None:
+    """Kubernetes logging guidelines: V(1) is a reasonable default that shows normal
+    informational messages; the operand's `info` does, `warn` and `error` hide them."""
+    assert OPERAND_LOG_LEVELS[1] == "info"
+    assert "--loglevel=info" in args(render(), "external-secrets")
+    assert OPERAND_LOG_LEVELS[4] == "debug"  # the guidelines' debug level
 
 
 def test_operating_namespace_narrows_the_controller_and_disables_cluster_reconcilers() -> None:
@@ -180,6 +190,29 @@ def test_operating_namespace_narrows_the_controller_and_disables_cluster_reconci
     assert not [arg for arg in everywhere if arg.startswith("--namespace")]
     assert "--enable-cluster-store-reconciler=true" in everywhere
     assert "--enable-cluster-external-secret-reconciler=true" in everywhere
+
+
+def test_operating_namespace_moves_the_controllers_rights_into_a_role_there() -> None:
+    state = render(namespace="eso", operating_namespace="team-a")
+    kinds = {(obj["kind"], obj["metadata"]["name"]): obj for obj in state.objects()}
+    assert ("ClusterRole", "external-secrets-controller") not in kinds
+    assert ("ClusterRoleBinding", "external-secrets-controller") not in kinds
+    role = kinds[("Role", "external-secrets-controller")]
+    binding = kinds[("RoleBinding", "external-secrets-controller")]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "team-a"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "external-secrets",
+                                    "namespace": "eso"}]
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert {("secrets", "get"), ("secrets", "create"), ("externalsecrets", "watch"),
+            ("secretstores/status", "update"), ("generatorstates", "create")} <= granted
+    # Nothing cluster-scoped: those would be granted cluster-wide by no Role anyway, and the
+    # controller runs their reconcilers no more.
+    assert not {resource for resource, _ in granted
+                if resource.startswith(("cluster", "namespaces"))}
+    # Cluster-wide, the controller keeps its leader election only (in its own namespace).
+    bound = [obj for obj in state.objects() if obj["kind"] == "ClusterRoleBinding"]
+    assert all(s["name"] != "external-secrets" for b in bound for s in b["subjects"])
 
 
 def test_the_check_interval_and_namespace_reach_the_webhook_and_cert_controller() -> None:
@@ -401,3 +434,91 @@ def test_every_template_renders_one_object_of_its_declared_kind(component: str) 
         assert (obj["apiVersion"], obj["kind"]) in template_kinds()
         assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == \
             "external-secrets-operator"
+
+
+# --- provider egress --------------------------------------------------------------------------
+
+VAULT = {"to": [{"ipBlock": {"cidr": "10.0.5.17/32"}}], "ports": [{"protocol": "TCP",
+                                                                   "port": 8200}]}
+
+
+def egress_policies(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """NetworkPolicies with an Egress-only type (the provider egress ones), by name."""
+    state = render_operand(effective_config(ExternalSecretsConfigSpec.model_validate(spec), None,
+                                            OperatorEnvironment()))
+    return {obj["metadata"]["name"]: obj for obj in state.objects()
+            if obj["kind"] == "NetworkPolicy" and obj["spec"]["policyTypes"] == ["Egress"]
+            and obj["metadata"]["name"] not in ("allow-to-dns",
+                                                "allow-main-controller-egress-to-bitwarden-server")}
+
+
+BITWARDEN_ON = {"bitwardenSecretManagerProvider": {"enabled": "true", "secretRef": {"name": "t"}}}
+
+
+def test_by_default_the_controller_and_bitwarden_may_open_any_egress_connection() -> None:
+    policies = egress_policies({"appConfig": BITWARDEN_ON})
+    assert set(policies) == {"allow-provider-egress-for-main-controller",
+                             "allow-provider-egress-for-bitwarden-server"}
+    for name, app in (("allow-provider-egress-for-main-controller", "external-secrets"),
+                      ("allow-provider-egress-for-bitwarden-server", "bitwarden-sdk-server")):
+        policy = policies[name]
+        assert policy["spec"]["egress"] == [{}]  # one rule matching every destination
+        assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == app
+        assert policy["metadata"]["labels"]["app.kubernetes.io/name"] == app
+    assert set(egress_policies({})) == {"allow-provider-egress-for-main-controller"}
+
+
+def test_ingress_stays_denied_except_webhook_metrics_and_bitwarden_from_the_controller() -> None:
+    state = render_operand(effective_config(
+        ExternalSecretsConfigSpec.model_validate({"appConfig": BITWARDEN_ON}), None,
+        OperatorEnvironment()))
+    ingress = {obj["metadata"]["name"]: obj["spec"].get("ingress")
+               for obj in state.objects() if obj["kind"] == "NetworkPolicy"
+               and "Ingress" in obj["spec"]["policyTypes"]}
+    ports = {name: sorted(port["port"] for rule in rules or [] for port in rule["ports"])
+             for name, rules in ingress.items()}
+    assert ports == {"deny-all-traffic": [],
+                     "allow-api-server-egress-for-main-controller": [8080],
+                     "allow-api-server-egress-for-webhook": [8080, 10250],
+                     "allow-api-server-egress-for-cert-controller": [8080],
+                     "allow-api-server-egress-for-bitwarden-server": [9998]}
+    bitwarden = ingress["allow-api-server-egress-for-bitwarden-server"]
+    assert bitwarden is not None
+    assert bitwarden[0]["from"][0]["podSelector"]["matchLabels"][
+        "app.kubernetes.io/name"] == "external-secrets"
+
+
+def test_declared_policies_replace_the_default_of_their_component_only() -> None:
+    spec = {"appConfig": BITWARDEN_ON, "controllerConfig": {"networkPolicies": [
+        {"name": "allow-vault", "componentName": "ExternalSecretsCoreController",
+         "egress": [VAULT]},
+        {"name": "allow-vault-dr", "componentName": "ExternalSecretsCoreController",
+         "egress": []}]}}
+    policies = egress_policies(spec)
+    assert set(policies) == {"allow-vault", "allow-vault-dr",
+                             "allow-provider-egress-for-bitwarden-server"}
+    assert policies["allow-vault"]["spec"]["egress"] == [VAULT]
+    assert policies["allow-vault-dr"]["spec"]["egress"] == []
+    assert policies["allow-vault"]["spec"]["podSelector"]["matchLabels"][
+        "app.kubernetes.io/name"] == "external-secrets"
+
+
+def test_bitwarden_policies_wait_until_bitwarden_is_enabled() -> None:
+    declared = {"controllerConfig": {"networkPolicies": [
+        {"name": "allow-bitwarden-cloud", "componentName": "BitwardenSDKServer",
+         "egress": [{"ports": [{"port": 443}]}]}]}}
+    assert set(egress_policies(declared)) == {"allow-provider-egress-for-main-controller"}
+    enabled = egress_policies({**declared, "appConfig": BITWARDEN_ON})
+    assert set(enabled) == {"allow-provider-egress-for-main-controller", "allow-bitwarden-cloud"}
+    assert enabled["allow-bitwarden-cloud"]["spec"]["podSelector"]["matchLabels"][
+        "app.kubernetes.io/name"] == "bitwarden-sdk-server"
+
+
+def test_the_operators_own_policy_names_are_the_reserved_ones() -> None:
+    state = render_operand(effective_config(ExternalSecretsConfigSpec.model_validate(
+        {"appConfig": BITWARDEN_ON}), None, OperatorEnvironment()))
+    with_cert_manager = render_operand(EffectiveConfig(
+        cert_manager=CertManagerSettings(enabled=True, issuer_name="ca")))
+    rendered = {obj["metadata"]["name"] for s in (state, with_cert_manager)
+                for obj in s.objects() if obj["kind"] == "NetworkPolicy"}
+    assert rendered == set(OPERATOR_NETWORK_POLICIES)

@@ -1,0 +1,106 @@
+"""Start order does not matter: an ExternalSecretsConfig created after its CRD appeared is
+reconciled within 2 s, even when the CRD arrived after the operator started, or was deleted
+and created again while it ran.
+
+"Reconciled" is measured as the ESC's status conditions for its generation, which a pass
+writes at its end. Tests run with a resync period of an hour, and each waits until the
+operator is idle before creating the ESC, so only the watches can explain a pass in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest_asyncio
+
+from manager.kube import CRD_COLLECTION, Kube, install_crds
+from manager.operator import CRDS_DIR, load_crds
+from tests.integration.conftest import (
+    ESC_API,
+    ESM_PATH,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    wait_condition,
+)
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+NAMESPACE = "eso-it-start-order"
+DEADLINE = 2.0
+ESC_CRD = "externalsecretsconfigs.operator.openshift.io"
+
+
+async def delete_crds(kube: Kube, names: list[str]) -> None:
+    for name in names:
+        await kube.delete(f"{CRD_COLLECTION}/{name}")
+
+    async def gone() -> None:
+        for name in names:
+            assert await kube.get(f"{CRD_COLLECTION}/{name}") is None, name
+
+    await eventually(gone, timeout=60)
+
+
+async def install_operator_crds(kube: Kube) -> None:
+    """Install the CRDs and wait until the API server serves both kinds."""
+    await install_crds(kube, load_crds(CRDS_DIR), field_manager="integration-tests")
+
+    async def served() -> None:
+        await kube.list(ESC_API)
+        await kube.list(ESM_PATH.rpartition("/")[0])
+
+    await eventually(served, timeout=60)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def restore_crds(kube: Kube, user_objects: UserObjects) -> AsyncIterator[None]:
+    """Whatever the test removed, the session's operator CRDs are back afterwards."""
+    yield
+    await install_operator_crds(kube)
+
+
+async def seconds_until_reconciled(esc: EscHandle, spec: dict[str, Any]) -> float:
+    started = time.monotonic()
+    created = await esc.create(spec)
+    generation = created["metadata"]["generation"]
+    while time.monotonic() - started < 10:
+        status = (await esc.get()).get("status") or {}
+        if any(c.get("observedGeneration") == generation for c in status.get("conditions") or []):
+            return time.monotonic() - started
+        await asyncio.sleep(0.05)
+    raise AssertionError("the ExternalSecretsConfig was not reconciled within 10 s")
+
+
+async def test_crds_created_after_the_operator_started(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator, restore_crds: None) -> None:
+    await delete_crds(kube, [crd["metadata"]["name"] for crd in load_crds(CRDS_DIR)])
+    operator = await start_operator()
+    await operator.wait_idle(quiet=1.0)  # its first passes fail: nothing to read yet
+    await install_operator_crds(kube)
+    await eventually(lambda: _exists(kube, ESM_PATH))  # the ESM, created once it can be
+    await operator.wait_idle()
+
+    elapsed = await seconds_until_reconciled(esc, {"controllerConfig": {"namespace": NAMESPACE}})
+    assert elapsed <= DEADLINE, f"reconciled {elapsed:.2f} s after creation"
+    await wait_condition(esc, "Ready", "True")
+
+
+async def test_crd_deleted_and_created_again_while_the_operator_runs(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator, restore_crds: None) -> None:
+    operator = await start_operator()
+    await operator.wait_idle()
+    await delete_crds(kube, [ESC_CRD])
+    await install_operator_crds(kube)
+    await operator.wait_idle()
+
+    elapsed = await seconds_until_reconciled(esc, {"controllerConfig": {"namespace": NAMESPACE}})
+    assert elapsed <= DEADLINE, f"reconciled {elapsed:.2f} s after creation"
+    await wait_condition(esc, "Ready", "True")
+
+
+async def _exists(kube: Kube, path: str) -> None:
+    assert await kube.get(path) is not None, path
