@@ -14,13 +14,12 @@ import pytest
 from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
 from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import load_crds
-from tests.conftest import Cluster
+from tests.conftest import CertManager, Cluster
 from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
     USER_NAMESPACE,
     WEBHOOKS,
-    CertManager,
     EscHandle,
     OperatorThread,
     UserObjects,
