@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from manager.apply.cache import ObjectCache
@@ -18,7 +18,7 @@ from manager.apply.results import (
     TerminatingObjectError,
 )
 from manager.constants import FIELD_MANAGER
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +48,17 @@ class Applier:
         self.cache = cache
         self.field_manager = field_manager
 
-    async def read(self, desired: JsonObject) -> Observed:
+    async def read(self, desired: JsonObject,
+                   listed: Mapping[ObjectRef, JsonObject | None] | None = None) -> Observed:
         """The object `desired` names: from the cache of the operator's own objects, else
-        from the server (an object of that name that is not the operator's is invisible to
-        the cache; none can exist while its API is not served). An object being deleted
-        cannot be applied yet."""
+        from `listed` (read_all), else from the server (an object of that name that is not
+        the operator's is invisible to the cache; none can exist while its API is not
+        served). An object being deleted cannot be applied yet."""
         ref = ObjectRef.of(desired)
         live = self.cache.get(ref) if self.cache.synced((ref.group, ref.kind)) else None
-        if live is None:
+        if live is None and listed is not None and ref in listed:
+            live = listed[ref]
+        elif live is None:
             try:
                 resource = await self.discovery.resolve(ref.api_version, ref.kind)
                 live = None if resource is None else await self.kube.get(
@@ -65,6 +68,36 @@ class Applier:
         if live is not None and live["metadata"].get("deletionTimestamp"):
             raise TerminatingObjectError(ref)
         return Observed(desired, ref, live)
+
+    async def read_all(self, objects: Sequence[JsonObject]) -> list[Observed]:
+        """Each object as `read` would see it, with fewer requests: where the cache vouches
+        for a kind, the names it does not hold (absent, or someone else's) are read with one
+        metadata LIST per kind and namespace rather than a GET each."""
+        by_place: dict[tuple[str, str, str], list[ObjectRef]] = {}
+        for obj in objects:
+            ref = ObjectRef.of(obj)
+            if self.cache.synced((ref.group, ref.kind)) and self.cache.get(ref) is None:
+                by_place.setdefault((ref.api_version, ref.kind, ref.namespace), []).append(ref)
+        listed: dict[ObjectRef, JsonObject | None] = {}
+        for (api_version, kind, namespace), refs in by_place.items():
+            if len(refs) > 1:
+                listed.update(await self._names(api_version, kind, namespace, refs))
+        return [await self.read(obj, listed) for obj in objects]
+
+    async def _names(self, api_version: str, kind: str, namespace: str,
+                     refs: list[ObjectRef]) -> dict[ObjectRef, JsonObject | None]:
+        """What exists under `refs`' names (metadata only), by one LIST."""
+        resource = await self.discovery.resolve(api_version, kind)
+        if resource is None:  # not served: none can exist
+            return dict.fromkeys(refs)
+        try:
+            listing = await self.kube.list(resource.collection_path(namespace or None),
+                                           accept=PARTIAL_METADATA_LIST)
+        except ApiError as error:
+            raise ObjectError(refs[0], "list", error) from error
+        found = {item["metadata"]["name"]: {**item, "apiVersion": api_version, "kind": kind}
+                 for item in listing.get("items") or []}
+        return {ref: found.get(ref.name) for ref in refs}
 
     async def write(self, observed: Observed) -> ObjectResult:
         """Make the object match its desired state: apply only if it is missing, out of date

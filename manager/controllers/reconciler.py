@@ -191,7 +191,7 @@ class Reconciler:
                 | _operand_crd_watch(config))
             # Every object is read before anything is written, so that an object that is
             # not the operator's stops the pass before any write.
-            observed = [await self.applier.read(obj) for obj in desired.objects()]
+            observed = await self.applier.read_all(desired.objects())
             _check_ownership(observed, config)
             # A Namespace the operator did not create is used as it is (never adopted).
             await self._write(esc, [o for o in observed
