@@ -96,7 +96,7 @@ class Demo:
     async def run(self) -> None:
         stop = asyncio.Event()
         operator = asyncio.create_task(serve(
-            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig), events_namespace="default"),
+            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig)),
             stop_flag=stop))
         try:
             say("kubectl apply: ExternalSecretsConfig/cluster with spec: {}")

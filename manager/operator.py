@@ -36,7 +36,6 @@ class OperatorOptions:
     kubeconfig: str | None = None
     liveness_endpoint: str | None = None
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
-    events_namespace: str | None = None
 
 
 def configure_logging(verbose: bool = False) -> None:
@@ -58,8 +57,7 @@ async def serve(options: OperatorOptions, *,
     holder = holder if holder is not None else {}
 
     async def start_runtime() -> OperatorRuntime:
-        runtime = OperatorRuntime(kube, environment, options.resync_seconds,
-                                  options.events_namespace)
+        runtime = OperatorRuntime(kube, environment, options.resync_seconds)
         await runtime.start()
         return runtime
 

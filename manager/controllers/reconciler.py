@@ -52,8 +52,9 @@ from manager.constants import (
 )
 from manager.controllers import readiness, status
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
-from manager.controllers.events import EventRecorder, now_rfc3339
+from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
+from manager.controllers.pass_events import pass_events
 from manager.controllers.preflight import (
     CRD_API_VERSION,
     CRD_KIND,
@@ -143,6 +144,7 @@ class Reconciler:
         self.facts = ClusterFacts(kube)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
+        self._converged: EffectiveConfig | None = None  # of the last pass that applied all
         self._watches: frozenset[WatchSpec] = frozenset()
 
     # --- the pass -----------------------------------------------------------------------
@@ -163,7 +165,17 @@ class Reconciler:
                       config.images.bitwarden_sdk_server if config.bitwarden.enabled else None)
         await self._write_esc_status(esc, outcome, images)
         await self._write_esm_status(esm, esc, outcome, annotator, config)
+        await self._post_events(esc, outcome, writes, config)
         return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
+
+    async def _post_events(self, esc: JsonObject, outcome: Outcome,
+                           writes: Sequence[ObjectResult], config: EffectiveConfig | None,
+                           ) -> None:
+        for event in pass_events(writes, outcome, status.was_degraded(esc), self._converged,
+                                 config):
+            await self.events.post(esc, event)
+        if config is not None and outcome.applied:
+            self._converged = config
 
     async def ensure_esm(self) -> JsonObject:
         """The ESM, created with defaults (and the reference's labels) if missing."""
@@ -199,19 +211,19 @@ class Reconciler:
             observed = [await self.applier.read(obj) for obj in desired.objects()]
             _check_ownership(observed, config)
             # A Namespace the operator did not create is used as it is (never adopted).
-            await self._write(esc, [o for o in observed
+            await self._write([o for o in observed
                                     if o.ref.kind == "Namespace" and not o.foreign], writes)
             await self.preflight.check(config)
             # A missing operating namespace holds back only what goes into it.
             deferred = await self.preflight.missing_operating_namespace(config)
-            applied = await self._write(esc, [
+            applied = await self._write([
                 o for o in observed if o.ref.kind != "Namespace"
                 and (deferred is None or o.ref.namespace != config.operating_namespace)], writes)
             if deferred is not None:  # degraded: nothing is deleted
                 raise deferred
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
-            await self._prune(esc, desired, writes, held)
+            await self._prune(desired, writes, held)
         except (MissingDependencyError, ForeignObjectsError) as problem:
             return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
         except TerminatingObjectError as waiting:
@@ -220,7 +232,7 @@ class Reconciler:
             return self._api_outcome(error.error, str(error)), config, None
         except ApiError as error:
             return self._api_outcome(error, str(error)), config, None
-        annotator = await self._annotate(esc, config, writes)
+        annotator = await self._annotate(config, writes)
         return _operand_outcome(config, operand, len(observed)), config, annotator
 
     async def _operand_readiness(self, config: EffectiveConfig,
@@ -273,7 +285,7 @@ class Reconciler:
             raise ConfigError(_first_location("spec", error), _first_message(error)) from None
         return effective_config(esc_spec, esm_spec, self.environment)
 
-    async def _write(self, esc: JsonObject, objects: Sequence[Observed],
+    async def _write(self, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
         results = []
         for observed in objects:
@@ -281,21 +293,18 @@ class Reconciler:
             results.append(result)
             if result.wrote:
                 writes.append(result)
-                await self.events.object_changed(esc, result)
         return results
 
-    async def _prune(self, esc: JsonObject, desired: DesiredState,
+    async def _prune(self, desired: DesiredState,
                      writes: list[ObjectResult], cert_controller_held: bool) -> None:
         keep = [ObjectRef.of(obj) for obj in desired.objects()]
         unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
         for resource, obj in unwanted:
             if cert_controller_held and _component_app(obj) == CERT_CONTROLLER_APP:
                 continue
-            result = await self.pruner.delete(resource, obj)
-            writes.append(result)
-            await self.events.object_changed(esc, result)
+            writes.append(await self.pruner.delete(resource, obj))
 
-    async def _annotate(self, esc: JsonObject, config: EffectiveConfig,
+    async def _annotate(self, config: EffectiveConfig,
                         writes: list[ObjectResult]) -> AnnotatorReport | ApiError:
         """The CRD annotator's share of the pass; its failure does not fail the operand."""
         try:
@@ -304,9 +313,7 @@ class Reconciler:
         except ApiError as error:
             logger.warning("action=annotate-crds result=error error=%r", str(error))
             return error
-        for result in report.results:
-            writes.append(result)
-            await self.events.object_changed(esc, result)
+        writes.extend(report.results)
         return report
 
     async def _esc_absent(self, esc: JsonObject | None, esm: JsonObject) -> None:
@@ -316,7 +323,8 @@ class Reconciler:
                         "deleted: the operand is left in place and no longer reconciled")
             await self.events.post(esc or {"metadata": {"name": SINGLETON_NAME,
                                                         "uid": self._managing_uid}},
-                                   "Normal", "ManagementStopped", status.ESC_DELETED_MESSAGE)
+                                   EventSpec("Normal", "ManagementStopped",
+                                             status.ESC_DELETED_MESSAGE, "StopManaging"))
             self._managing_uid = None
             message = status.ESC_DELETED_MESSAGE
         else:

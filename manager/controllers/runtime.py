@@ -82,14 +82,13 @@ class PassSummary:
 
 class OperatorRuntime:
     def __init__(self, kube: Kube, environment: OperatorEnvironment,
-                 resync_seconds: float = DEFAULT_RESYNC_SECONDS,
-                 events_namespace: str | None = None):
+                 resync_seconds: float = DEFAULT_RESYNC_SECONDS):
         self.kube = kube
         self.discovery = Discovery(kube)
         self.queue = ReconcileQueue()
         self.watcher = Watcher(kube, self.discovery, self._child_changed)
         self.reconciler = Reconciler(kube, self.discovery, environment,
-                                     EventRecorder(kube, events_namespace))
+                                     EventRecorder(kube))
         self.resync_seconds = resync_seconds
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()

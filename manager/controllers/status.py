@@ -76,6 +76,12 @@ class Outcome:
                           f"{self.message}; retrying with backoff"))
 
 
+def was_degraded(esc: JsonObject) -> bool:
+    """Whether the ESC's stored status says Degraded (before this pass writes it)."""
+    return any(c.get("type") == "Degraded" and c.get("status") == "True"
+               for c in (esc.get("status") or {}).get("conditions") or [])
+
+
 def merge_conditions(current: Sequence[JsonObject], wanted: Sequence[Condition],
                      generation: int | None, now: str) -> list[JsonObject]:
     """metav1.Conditions for `wanted`, keeping lastTransitionTime of unchanged statuses and

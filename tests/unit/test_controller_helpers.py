@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
-from manager.apply.results import Action, ObjectRef
+from manager.apply.results import Action, ObjectRef, ObjectResult
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, effective_config
 from manager.constants import FIELD_MANAGER
-from manager.controllers import events, status
+from manager.controllers import events, pass_events, status
 from manager.controllers.crd_annotator import (
     INJECT_CA_FROM,
     AnnotatorReport,
@@ -336,23 +336,64 @@ def test_the_annotator_report_explains_an_inactive_annotator() -> None:
 # --- events ---------------------------------------------------------------------------------
 
 
-def test_events_are_posted_for_writes_only_with_a_readable_message() -> None:
-    assert set(events.REASONS) == {Action.CREATED, Action.UPDATED, Action.ADOPTED,
-                                   Action.DELETED}
-    assert events.REASONS[Action.ADOPTED] == "Adopted"
-    ref = ObjectRef("apps/v1", "Deployment", "es", "external-secrets")
-    assert f"{Action.DELETED} {ref}" == "deleted Deployment es/external-secrets"
+def _results(*actions: Action, name: str = "external-secrets") -> list[ObjectResult]:
+    return [ObjectResult(ObjectRef("apps/v1", "Deployment", "es", f"{name}-{i}"), action)
+            for i, action in enumerate(actions)]
+
+
+def test_a_pass_summary_counts_what_it_wrote() -> None:
+    assert pass_events.summary(_results(Action.UNCHANGED)) is None
+    assert pass_events.summary(_results(Action.CREATED, Action.CREATED, Action.UPDATED)) == \
+        "applied 3 objects (2 created, 1 updated)"
+    assert pass_events.summary(_results(Action.UPDATED, Action.DELETED, Action.DELETED)) == \
+        "applied 1 object (1 updated), pruned 2"
+    assert pass_events.summary(_results(Action.DELETED)) == "pruned 1 object"
+
+
+def test_the_cause_names_what_changed_since_the_last_converged_pass() -> None:
+    plain, bitwarden = config(), config({"bitwardenSecretManagerProvider": {
+        "enabled": "true", "secretRef": {"name": "tls"}}})
+    created, deleted = _results(Action.CREATED), _results(Action.DELETED)
+    assert pass_events.change_cause(None, plain, created) == "installed"
+    assert "operator started" in pass_events.change_cause(None, plain, deleted)
+    # Switching bitwarden says so, not the settings and policies that follow from it.
+    assert pass_events.change_cause(bitwarden, plain, deleted) == "bitwarden switched off"
+    assert pass_events.change_cause(plain, bitwarden, created) == "bitwarden switched on"
+    assert pass_events.change_cause(plain, config({"logLevel": 4}), created) == "logLevel 1 -> 4"
+    assert pass_events.change_cause(plain, config(namespace="other"), created) == \
+        "operand moved from namespace external-secrets to other"
+    assert pass_events.change_cause(plain, plain, created).startswith("repaired drift")
+    with_cert_manager = config(CERT_MANAGER)
+    assert "cert-controller goes" in pass_events.change_cause(
+        with_cert_manager, with_cert_manager, _results(Action.DELETED,
+                                                       name="external-secrets-cert-controller"))
+
+
+def test_a_pass_posts_one_summary_and_warns_while_degraded() -> None:
+    ready = Outcome(OutcomeKind.READY, "Reconciled", "running", True)
+    degraded = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", "Issuer x not found")
+    retrying = Outcome(OutcomeKind.RETRYING, "APIError", "503")
+    writes = _results(Action.CREATED, Action.ADOPTED)
+    posted = pass_events.pass_events(writes, ready, False, None, config())
+    assert [(e.type, e.reason) for e in posted] == [("Normal", "Adopted"), ("Normal", "Applied")]
+    assert pass_events.pass_events([], ready, False, None, config()) == []
+    assert [(e.type, e.reason, e.note) for e in pass_events.pass_events(
+        [], degraded, False, None, None)] == [("Warning", "IssuerNotFound", "Issuer x not found")]
+    recovered = pass_events.pass_events([], ready, True, None, config())
+    assert [(e.type, e.reason) for e in recovered] == [("Normal", "Recovered")]
+    assert pass_events.pass_events([], retrying, True, None, config()) == []
+
+
+def test_event_notes_stay_within_the_api_limit() -> None:
+    note = events._bounded("é" * 2000)
+    assert len(note.encode()) <= events.NOTE_LIMIT
+    assert note.endswith("(see the status)")
+    assert events._bounded("short") == "short"
 
 
 def test_event_times_are_rfc3339_utc() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", events.now_rfc3339())
-
-
-def test_events_go_to_the_operator_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POD_NAMESPACE", "external-secrets-operator")
-    assert events.events_namespace() == "external-secrets-operator"
-    monkeypatch.delenv("POD_NAMESPACE")
-    assert events.events_namespace() == "default"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", events.now_micro())
 
 
 def test_the_operators_namespace_comes_from_the_environment_or_its_service_account(
