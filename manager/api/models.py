@@ -332,6 +332,27 @@ class MetaCondition(ApiModel):
     an empty string."""
 
 
+class Failure(ApiModel):
+    """Failure is what made the last pass fail: the object, the request and the API server's
+    answer when a request failed, and a command that shows more."""
+
+    object: str | None = None
+    """object is the first object at fault, as "Kind namespace/name" (for example
+    "Deployment external-secrets/external-secrets" or "Issuer external-secrets/ca")."""
+
+    request: str | None = None
+    """request is the API request that failed, as "METHOD path"."""
+
+    response: str | None = None
+    """response is the API server's answer to that request: status code, reason and
+    message."""
+
+    inspect: str | None = None
+    """inspect is a command that shows more about the failure, such as
+    `kubectl describe deployment -n external-secrets external-secrets` or `kubectl explain`
+    of the field at fault."""
+
+
 class ExternalSecretsConfigStatus(ApiModel):
     """ExternalSecretsConfigStatus is the most recently observed status of the
     ExternalSecretsConfig."""
@@ -339,7 +360,9 @@ class ExternalSecretsConfigStatus(ApiModel):
     conditions: Annotated[
         list[MetaCondition] | None, Schema(list_type="map", list_map_keys=("type",))
     ] = None
-    """conditions holds information of the current state of deployment."""
+    """conditions holds information of the current state of deployment: Ready (the operand
+    runs and serves), Degraded (the administrator must fix something; the message says what
+    and how) and Progressing (work is under way or retried)."""
 
     external_secrets_image: str | None = None
     """externalSecretsImage is the name of the image and the tag used for deploying
@@ -350,6 +373,23 @@ class ExternalSecretsConfigStatus(ApiModel):
     ] = None
     """BitwardenSDKServerImage is the name of the image and the tag used for deploying
     bitwarden-sdk-server."""
+
+    external_secrets_version: str | None = None
+    """externalSecretsVersion is the version of external-secrets in effect (set together
+    with externalSecretsImage, once a pass has applied every object)."""
+
+    bitwarden_sdk_server_version: Annotated[
+        str | None, Field(alias="bitwardenSDKServerVersion")
+    ] = None
+    """bitwardenSDKServerVersion is the version of bitwarden-sdk-server in effect, while the
+    bitwarden provider is enabled."""
+
+    operand_namespace: str | None = None
+    """operandNamespace is the namespace the operator installs the operand into
+    (spec.controllerConfig.namespace, default external-secrets)."""
+
+    failure: Failure | None = None
+    """failure describes what made the last pass fail; absent once a pass succeeds."""
 
 
 class ExternalSecretsConfig(ApiModel):
@@ -428,6 +468,13 @@ class Condition(ApiModel):
     message: str
     """message provides details about the state."""
 
+    reason: str | None = None
+    """reason is a CamelCase word for the condition's last transition, as in the
+    ExternalSecretsConfig's conditions."""
+
+    last_transition_time: Annotated[str | None, Schema(fmt="date-time")] = None
+    """lastTransitionTime is the last time the condition's status changed."""
+
 
 class ControllerStatus(ApiModel):
     """ControllerStatus holds the observed conditions of the controllers part of the operator."""
@@ -458,6 +505,10 @@ class ExternalSecretsManagerStatus(ApiModel):
     last_transition_time: Annotated[str | None, Schema(fmt="date-time")] = None
     """lastTransitionTime is the last time the condition transitioned from one status to
     another."""
+
+    controllers_ready: str | None = None
+    """controllersReady says how many of the operator's controllers are Ready, as
+    "ready/total" (for example "3/3")."""
 
 
 class ExternalSecretsManager(ApiModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -34,7 +34,6 @@ from manager.apply import (
     TerminatingObjectError,
 )
 from manager.config import (
-    ESM_GLOBAL,
     ConfigError,
     EffectiveConfig,
     OperatorEnvironment,
@@ -50,10 +49,11 @@ from manager.constants import (
     OPERATOR_NAME,
     SINGLETON_NAME,
 )
-from manager.controllers import readiness, status
+from manager.controllers import esm_status, readiness, status
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
 from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
+from manager.controllers.failures import failed_outcome
 from manager.controllers.pass_events import pass_events
 from manager.controllers.preflight import (
     CRD_API_VERSION,
@@ -65,6 +65,7 @@ from manager.controllers.preflight import (
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
+from manager.logs import brief
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
@@ -159,11 +160,7 @@ class Reconciler:
         self._managing_uid = esc["metadata"]["uid"]
         writes: list[ObjectResult] = []
         outcome, config, annotator = await self._converge(esc, esm, writes)
-        images = None
-        if config is not None and outcome.applied:
-            images = (config.images.external_secrets,
-                      config.images.bitwarden_sdk_server if config.bitwarden.enabled else None)
-        await self._write_esc_status(esc, outcome, images)
+        await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
         await self._write_esm_status(esm, esc, outcome, annotator, config)
         await self._post_events(esc, outcome, writes, config)
         return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
@@ -199,7 +196,7 @@ class Reconciler:
         try:
             config = self._effective_config(esc, esm)
         except ConfigError as error:
-            return _config_outcome(error), None, None
+            return failed_outcome(error), None, None
         try:
             config = await self.facts.complete(config)
             desired = render_operand(config)
@@ -224,14 +221,10 @@ class Reconciler:
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
             await self._prune(desired, writes, held)
-        except (MissingDependencyError, ForeignObjectsError) as problem:
-            return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
-        except TerminatingObjectError as waiting:
-            return Outcome(OutcomeKind.RETRYING, "ObjectTerminating", str(waiting)), config, None
-        except ObjectError as error:
-            return self._api_outcome(error.error, str(error)), config, None
-        except ApiError as error:
-            return self._api_outcome(error, str(error)), config, None
+        except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
+                ObjectError, ApiError) as problem:
+            self._forget_apis(problem)
+            return failed_outcome(problem), config, None
         annotator = await self._annotate(config, writes)
         return _operand_outcome(config, operand, len(observed)), config, annotator
 
@@ -328,37 +321,44 @@ class Reconciler:
             self._managing_uid = None
             message = status.ESC_DELETED_MESSAGE
         else:
-            previous = _entry_message(esm, status.CONTROLLER_ESC)
+            previous = esm_status.entry_message(esm, status.CONTROLLER_ESC)
             message = (status.ESC_DELETED_MESSAGE if previous == status.ESC_DELETED_MESSAGE
                        else status.ESC_MISSING_MESSAGE)
         # Not Ready, but not Degraded either: nothing is wrong, there is nothing to manage.
+        reason = ("ExternalSecretsConfigDeleted" if message == status.ESC_DELETED_MESSAGE
+                  else "NoExternalSecretsConfig")
         unmanaged = ControllerState(status.CONTROLLER_ESC, (
-            status.Condition("Ready", "False", "", message),
-            status.Condition("Degraded", "False", "", ""),
-            status.Condition("Progressing", "False", "", "")), None)
-        annotator = (_previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
-                     or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
+            status.Condition("Ready", "False", reason, message),
+            status.Condition("Degraded", "False", "AsExpected", ""),
+            status.Condition("Progressing", "False", reason, "")), None)
+        annotator = (esm_status.previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
+                     or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True, "Inactive",
                                             "inactive: no ExternalSecretsConfig", None))
-        await self._patch_esm_status(esm, [unmanaged, _esm_state(esm, None), annotator])
+        await self._patch_esm_status(esm, [unmanaged, esm_status.manager_state(esm, None, None),
+                                           annotator])
 
-    def _api_outcome(self, error: ApiError, text: str) -> Outcome:
-        if error.not_found:
+    def _forget_apis(self, problem: Exception) -> None:
+        """An API that answers 404 may have gone: look the kinds up again next pass."""
+        error = problem.error if isinstance(problem, ObjectError) else problem
+        if isinstance(error, ApiError) and error.not_found:
             self.discovery.invalidate()
-        return _api_outcome(error, text)
 
     # --- status -------------------------------------------------------------------------
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
-                                images: tuple[str | None, str | None] | None) -> None:
+                                fields: Mapping[str, object]) -> None:
         patch = status.esc_status_update(esc.get("status") or {}, outcome,
-                                         esc["metadata"].get("generation"), images,
+                                         esc["metadata"].get("generation"), fields,
                                          now_rfc3339())
         if patch is None:
             return
         await self.kube.merge_patch(f"{ESC_PATH}/status", {"status": patch},
                                     field_manager=FIELD_MANAGER)
-        logger.info("action=status kind=ExternalSecretsConfig name=%s outcome=%s reason=%s "
-                    "message=%r", SINGLETON_NAME, outcome.kind, outcome.reason, outcome.message)
+        level = logging.WARNING if outcome.kind in (OutcomeKind.DEGRADED,
+                                                    OutcomeKind.RETRYING) else logging.INFO
+        logger.log(level, "action=status kind=ExternalSecretsConfig name=%s outcome=%s "
+                   "reason=%s message=%r", SINGLETON_NAME, outcome.kind, outcome.reason,
+                   brief(outcome.message))
 
     async def _write_esm_status(self, esm: JsonObject, esc: JsonObject, outcome: Outcome,
                                 annotator: AnnotatorReport | ApiError | None,
@@ -367,8 +367,8 @@ class Reconciler:
         esc_state = ControllerState(status.CONTROLLER_ESC, outcome.conditions(), generation)
         global_problem = (outcome.message if outcome.kind is OutcomeKind.DEGRADED
                           and outcome.reason == "InvalidGlobalConfig" else None)
-        states = [esc_state, _esm_state(esm, global_problem),
-                  _annotator_state(esm, annotator, config)]
+        states = [esc_state, esm_status.manager_state(esm, global_problem, config),
+                  esm_status.annotator_state(esm, annotator, config)]
         await self._patch_esm_status(esm, states)
 
     async def _patch_esm_status(self, esm: JsonObject, states: Sequence[ControllerState]) -> None:
@@ -409,8 +409,10 @@ def _ca_bundle_source(config: EffectiveConfig) -> str:
 def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
                      count: int) -> Outcome:
     if operand.problems:
-        return Outcome(OutcomeKind.DEGRADED, operand.problems[0].reason,
-                       "; ".join(problem.message for problem in operand.problems), True)
+        first = operand.problems[0]
+        return Outcome(OutcomeKind.DEGRADED, first.reason,
+                       "; ".join(problem.message for problem in operand.problems), True,
+                       status.Failure(first.inspect, first.subject))
     if operand.awaited:
         return Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand",
                        f"all {count} objects are applied; waiting for "
@@ -428,28 +430,6 @@ def _operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:
     return {WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL)}
 
 
-def _config_outcome(error: ConfigError) -> Outcome:
-    if error.field.startswith(ESM_GLOBAL):
-        return Outcome(OutcomeKind.DEGRADED, "InvalidGlobalConfig",
-                       f"ExternalSecretsManager cluster {error.field}: {error.message}")
-    if error.field.startswith("env."):
-        return Outcome(OutcomeKind.DEGRADED, "InvalidOperatorEnvironment",
-                       f"operator Deployment {error.field}: {error.message}")
-    return Outcome(OutcomeKind.DEGRADED, "InvalidConfiguration", str(error))
-
-
-def _api_outcome(error: ApiError, text: str) -> Outcome:
-    if error.transient or error.not_found:  # not found: an API went away mid-pass
-        return Outcome(OutcomeKind.RETRYING, "APIError", text)
-    if error.status in (401, 403):
-        return Outcome(OutcomeKind.DEGRADED, "Forbidden",
-                       f"{text}. The operator's ServiceAccount lacks a permission: install the "
-                       "RBAC shipped with the operator (manifests/operator/rbac.yaml)")
-    return Outcome(OutcomeKind.DEGRADED, "ApplyRejected",
-                   f"{text}. The API server rejected the object; check the fields of the "
-                   "ExternalSecretsConfig that shape it")
-
-
 def _first_location(prefix: str, error: ValidationError) -> str:
     location = error.errors()[0]["loc"] if error.errors() else ()
     return ".".join([prefix, *(str(part) for part in location)])
@@ -457,50 +437,3 @@ def _first_location(prefix: str, error: ValidationError) -> str:
 
 def _first_message(error: ValidationError) -> str:
     return error.errors()[0]["msg"] if error.errors() else str(error)
-
-
-def _entries(esm: JsonObject) -> dict[str, JsonObject]:
-    entries = (esm.get("status") or {}).get("controllerStatuses") or []
-    return {entry.get("name", ""): entry for entry in entries}
-
-
-def _entry_message(esm: JsonObject, name: str) -> str | None:
-    entry = _entries(esm).get(name)
-    for condition in (entry or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return str(condition.get("message", ""))
-    return None
-
-
-def _previous_state(esm: JsonObject, name: str) -> ControllerState | None:
-    entry = _entries(esm).get(name)
-    if entry is None:
-        return None
-    conditions = tuple(status.Condition(c.get("type", ""), c.get("status", ""), "",
-                                        c.get("message", ""))
-                       for c in entry.get("conditions") or [])
-    return ControllerState(name, conditions, entry.get("observedGeneration"))
-
-
-def _esm_state(esm: JsonObject, problem: str | None) -> ControllerState:
-    generation = esm["metadata"].get("generation")
-    if problem is not None:
-        return status.simple_state(status.CONTROLLER_ESM, False, problem, generation)
-    return status.simple_state(
-        status.CONTROLLER_ESM, True,
-        "ExternalSecretsManager 'cluster' is observed: its globalConfig applies to every "
-        "managed object", generation)
-
-
-def _annotator_state(esm: JsonObject, report: AnnotatorReport | ApiError | None,
-                     config: EffectiveConfig | None) -> ControllerState:
-    if report is None or config is None:  # the pass did not get that far: keep what was said
-        return (_previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
-                or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False,
-                                       "waiting for a valid ExternalSecretsConfig", None))
-    if isinstance(report, ApiError):
-        return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False,
-                                   f"failed to annotate the operand CRDs, retrying: {report}",
-                                   None)
-    return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
-                               report.message(config.namespace), None)

@@ -68,6 +68,8 @@ SCENARIO_NAMESPACES = {
     "policies": "eso-it-policies",
     "operating-namespace": "eso-it-narrow",
     "events": "eso-it-events",
+    "columns": "eso-it-columns",
+    "process": "eso-it-process",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

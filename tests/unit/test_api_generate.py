@@ -95,14 +95,22 @@ def test_resource_names_scope_and_labels() -> None:
 
 
 def test_print_columns() -> None:
-    assert _version(ESC)["additionalPrinterColumns"] == [
-        {"name": "Ready", "type": "string",
-         "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
-        {"name": "Message", "type": "string",
-         "jsonPath": ".status.conditions[?(@.type=='Ready')].message"},
-        {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ]
+    ready = ".status.conditions[?(@.type=='Ready')]"
+    columns = _version(ESC)["additionalPrinterColumns"]
+    # The seed's three columns, as the seed writes them, shown by a plain `kubectl get`.
+    seed = [{"name": "Ready", "type": "string", "jsonPath": f"{ready}.status"},
+            {"name": "Message", "type": "string", "jsonPath": f"{ready}.message"},
+            {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    assert [c for c in columns if c in seed] == seed
+    assert [(c["name"], c["jsonPath"], c.get("priority", 0)) for c in columns] == [
+        ("Ready", f"{ready}.status", 0), ("Reason", f"{ready}.reason", 0),
+        ("Version", ".status.externalSecretsVersion", 0),
+        ("Namespace", ".status.operandNamespace", 0), ("Message", f"{ready}.message", 0),
+        ("AGE", ".metadata.creationTimestamp", 0),
+        ("Failure", ".status.failure.object", 1),
+        ("Image", ".status.externalSecretsImage", 1)]
     assert _version(ESM)["additionalPrinterColumns"] == [
+        {"name": "Ready", "type": "string", "jsonPath": ".status.controllersReady"},
         {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
 
 
