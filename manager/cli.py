@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from manager import __version__
+from manager.kube import KubeconfigError
 
 # Modules that contribute subcommands, in the order `--help` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KubeconfigError as error:  # one line with the fix, not a traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -67,19 +67,41 @@ class WatchEvent:
     object: JsonObject
 
 
+KUBECONFIG_FIX = ("pass --kubeconfig PATH or set KUBECONFIG to a kubeconfig of the cluster "
+                  "(`oc login` or `kubectl config view --raw` writes one), or run the operator "
+                  "in a pod with a service account")
+
+
+class KubeconfigError(Exception):
+    """No usable credentials: the message says what is wrong and how to fix it."""
+
+
 async def load_configuration(kubeconfig: str | os.PathLike[str] | None = None,
                              ) -> client.Configuration:
     """Client configuration from `kubeconfig`, else $KUBECONFIG or ~/.kube/config, else the
-    in-cluster service account."""
+    in-cluster service account. Raises KubeconfigError when none of them is usable."""
     configuration = client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
+    path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG") or None
     default = Path.home() / ".kube" / "config"
     if path is None and not default.exists():
-        config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration)
+        try:
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration)
+        except config.ConfigException as error:
+            raise KubeconfigError(f"no kubeconfig ({error}): {KUBECONFIG_FIX}") from None
         return configuration
-    await config.load_kube_config(config_file=str(path or default),
-                                  client_configuration=configuration)
+    path = path or str(default)
+    files = [Path(part) for part in path.split(os.pathsep) if part]
+    if not any(file.is_file() for file in files):
+        raise KubeconfigError(f"kubeconfig {path} does not exist: {KUBECONFIG_FIX}")
+    try:
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
+    except Exception as error:  # the client's parser fails in many ways on a bad file
+        detail = (" ".join(str(error).split()) if isinstance(error, config.ConfigException)
+                  else "not a kubeconfig (YAML with clusters, users, contexts and "
+                  "current-context)")
+        raise KubeconfigError(f"kubeconfig {path} is not usable: {detail}: {KUBECONFIG_FIX}",
+                              ) from None
     return configuration
 
 
