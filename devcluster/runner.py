@@ -206,19 +206,40 @@ class Volumes:
 # --- one container ----------------------------------------------------------------------------
 
 
+def _fresh(path: Path) -> bool:
+    """Whether `path` lies where the pod gets fresh directories (/tmp, /run)."""
+    return path.parts[1:2] in (("tmp",), ("run",))
+
+
+def host_paths(launch_: Launch) -> list[Path]:
+    """Host directories the local command itself needs (its executable's, the source trees
+    on PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
+    needed = [Path(launch_.argv[0]).parent] if launch_.argv[0].startswith("/") else []
+    needed += [Path(p) for p in launch_.env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
+    return [path for path in dict.fromkeys(needed) if _fresh(path) and path.exists()]
+
+
 def mount_script(launch_: Launch, volumes: Path) -> str:
     """Shell that prepares the private mount namespace, then runs the process as its user.
 
-    The staging directory is bound to /mnt first: /tmp and /run, where it may live, are
-    replaced by fresh ones next.
+    What must survive the fresh /tmp and /run (the volumes' staging directory, the command's
+    own files) is bound under a private /mnt first, then back in place.
     """
-    lines = ["set -e", f"mount --bind {shlex.quote(str(volumes))} /mnt",
-             "mount -t tmpfs -o mode=755 tmpfs /run", "mount -t tmpfs -o mode=1777 tmpfs /tmp",
-             "mkdir -p /run/.overlay"]
+    kept = host_paths(launch_)
+    lines = ["set -e", "mount -t tmpfs -o mode=700 tmpfs /mnt", "mkdir /mnt/volumes",
+             f"mount --bind {shlex.quote(str(volumes))} /mnt/volumes"]
+    for number, path in enumerate(kept):
+        lines += [f"mkdir /mnt/keep{number}",
+                  f"mount --bind {shlex.quote(str(path))} /mnt/keep{number}"]
+    lines += ["mount -t tmpfs -o mode=755 tmpfs /run", "mount -t tmpfs -o mode=1777 tmpfs /tmp",
+              "mkdir -p /run/.overlay"]
+    for number, path in enumerate(kept):
+        lines += [f"mkdir -p {shlex.quote(str(path))}",
+                  f"mount --bind /mnt/keep{number} {shlex.quote(str(path))}"]
     overlaid: set[str] = set()
     for number, mount in enumerate(launch_.mounts):
         target = Path(mount.path)
-        if target.parts[1:2] not in (("tmp",), ("run",)) and not target.exists():
+        if not _fresh(target) and not target.exists():
             parent = next(p for p in target.parents if p.exists())
             if parent == Path("/"):
                 raise LaunchError("CreateContainerError",
@@ -229,7 +250,7 @@ def mount_script(launch_: Launch, volumes: Path) -> str:
                 lines += [f"mkdir -p {work}/upper {work}/work",
                           f"mount -t overlay overlay -o lowerdir={shlex.quote(str(parent))},"
                           f"upperdir={work}/upper,workdir={work}/work {shlex.quote(str(parent))}"]
-        source = shlex.quote(str(Path("/mnt") / mount.volume / mount.sub_path))
+        source = shlex.quote(str(Path("/mnt/volumes") / mount.volume / mount.sub_path))
         lines += [f"mkdir -p {shlex.quote(mount.path)}",
                   f"mount --bind {source} {shlex.quote(mount.path)}"]
         if mount.read_only:

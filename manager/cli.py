@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from manager import __version__
-from manager.kube import KubeconfigError
+from manager.credentials import CredentialsError
 
 # Modules that contribute subcommands, in the order `--help` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
@@ -23,6 +23,10 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.bundle",
     "manager.commands.uninstall",
 )
+
+
+CREDENTIALS_HINT = ("credentials come from --kubeconfig, else $KUBECONFIG, else ~/.kube/config, "
+                    "else the pod's service account")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,8 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except KubeconfigError as error:  # one line with the fix, not a traceback
-        print(f"error: {error}", file=sys.stderr)
+    except CredentialsError as error:  # one line with the fix, not a traceback
+        print(f"error: {error} ({CREDENTIALS_HINT})", file=sys.stderr)
         return 2
     return code
 

@@ -23,7 +23,8 @@ from manager.constants import FIELD_MANAGER
 from manager.controllers.events import EVENTS_NAMESPACE
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
-from manager.kube import JsonObject, Kube, install_crds, load_configuration, own_namespace
+from manager.credentials import load_credentials
+from manager.kube import JsonObject, Kube, install_crds, own_namespace
 from manager.logs import configure_logging, without_credentials
 from manager.paths import REPO_ROOT
 
@@ -68,12 +69,12 @@ async def serve(options: OperatorOptions, *,
                 ready_flag: asyncio.Event | threading.Event | None = None,
                 holder: dict[str, OperatorRuntime] | None = None) -> None:
     """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread)."""
-    configuration = await load_configuration(options.kubeconfig)
+    credentials = load_credentials(options.kubeconfig)
     environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
-    kube = Kube(configuration)
+    kube = Kube(credentials)
     holder = holder if holder is not None else {}
 
-    startup = startup_settings(options, environment, str(configuration.host))
+    startup = startup_settings(options, environment, credentials.server)
 
     async def start_runtime() -> OperatorRuntime:
         runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup)
@@ -83,7 +84,7 @@ async def serve(options: OperatorOptions, *,
     # On stop, what kopf started and still runs (its API scans retrying against a server
     # that does not answer) is cancelled at once rather than after kopf's 5 s of grace; the
     # tasks that existed before (the caller's) are left alone.
-    registry = build_registry(start_runtime, configuration, holder,
+    registry = build_registry(start_runtime, credentials, holder,
                               keep=frozenset(asyncio.all_tasks()))
     try:
         await kopf.operator(registry=registry, clusterwide=True, standalone=True,
@@ -107,7 +108,7 @@ async def install_operator_crds(kubeconfig: Path, directory: Path = CRDS_DIR) ->
     crds = load_crds(directory)
     if not crds:
         raise FileNotFoundError(f"no CRDs in {directory}; run `make generate` first")
-    kube = Kube(await load_configuration(kubeconfig))
+    kube = Kube.connect(kubeconfig)
     try:
         await install_crds(kube, crds, field_manager=FIELD_MANAGER)
     finally:

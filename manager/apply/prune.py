@@ -25,24 +25,12 @@ from manager.apply.discovery import Discovery, Resource
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.render.state import kind_rank
 
 logger = logging.getLogger(__name__)
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={OPERATOR_NAME}"
 NEVER_PRUNED_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
-
-# Dependents before what they depend on: webhooks stop pointing at Services first, and
-# RBAC goes last so that nothing runs without its permissions.
-_DELETE_ORDER = (
-    "ValidatingWebhookConfiguration", "Deployment", "NetworkPolicy", "Service", "Certificate",
-    "Secret", "ConfigMap", "RoleBinding", "ClusterRoleBinding", "Role", "ClusterRole",
-    "ServiceAccount",
-)
-
-
-def deletion_rank(kind: str) -> int:
-    return _DELETE_ORDER.index(kind) if kind in _DELETE_ORDER else -1
-
 
 def owned_by_us(obj: JsonObject, field_manager: str = FIELD_MANAGER) -> bool:
     labels = obj.get("metadata", {}).get("labels") or {}
@@ -62,7 +50,7 @@ class Pruner:
         order."""
         wanted = {ref.identity() for ref in keep}
         found: list[tuple[Resource, JsonObject]] = []
-        for api_version, kind in sorted(set(kinds), key=lambda k: deletion_rank(k[1])):
+        for api_version, kind in sorted(set(kinds), key=lambda k: -kind_rank(k[1])):
             if kind in NEVER_PRUNED_KINDS:
                 continue
             resource = await self.discovery.resolve(api_version, kind)

@@ -4,7 +4,6 @@ lines without secrets, a one-line error with the fix for missing or bad credenti
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from manager import cli
 from manager.config import OperatorEnvironment
-from manager.kube import KubeconfigError, load_configuration
+from manager.credentials import CredentialsError, load_credentials
 from manager.logs import BoundedFormatter, brief, fields, without_credentials
 from manager.operator import OperatorOptions, startup_settings
 
@@ -47,22 +46,25 @@ def test_proxy_credentials_never_reach_the_log() -> None:
 
 
 @pytest.mark.parametrize(("content", "problem"), [
-    (None, "does not exist"),
-    ("just text\n", "is not usable: not a kubeconfig"),
-    ("apiVersion: v1\nkind: Config\n", "is not usable: Invalid kube-config file"),
+    (None, "kubeconfig not found"),
+    ("just text\n", "is not a YAML mapping"),
+    ("apiVersion: v1\nkind: Config\n", "defines no cluster, user or context"),
 ])
 def test_a_missing_or_bad_kubeconfig_is_one_line_with_the_fix(
-        tmp_path: Path, content: str | None, problem: str) -> None:
+        tmp_path: Path, content: str | None, problem: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "kubeconfig"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(KubeconfigError) as raised:
-        asyncio.run(load_configuration(path))
-    message = str(raised.value)
-    assert problem in message
-    assert "\n" not in message
-    assert "--kubeconfig" in message
-    assert "KUBECONFIG" in message
+    with pytest.raises(CredentialsError, match=problem):
+        load_credentials(str(path))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    assert cli.main(["uninstall", "--operand"]) == 2
+    err = capsys.readouterr().err
+    assert problem in err
+    assert err.count("\n") == 1
+    assert "--kubeconfig" in err
+    assert "Traceback" not in err
 
 
 def test_no_kubeconfig_outside_a_pod_is_one_line_with_the_fix(
@@ -70,8 +72,8 @@ def test_no_kubeconfig_outside_a_pod_is_one_line_with_the_fix(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(KubeconfigError, match=r"^no kubeconfig .*--kubeconfig"):
-        asyncio.run(load_configuration())
+    with pytest.raises(CredentialsError, match=r"^no Kubernetes configuration: .*--kubeconfig"):
+        load_credentials(None)
 
 
 @pytest.mark.parametrize("command", [["run"], ["uninstall", "--operand"]])
@@ -81,7 +83,8 @@ def test_commands_that_need_a_cluster_say_so_in_one_line(
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     assert cli.main(command) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: kubeconfig /nonexistent/kubeconfig does not exist")
+    assert err.startswith("error: kubeconfig not found: /nonexistent/kubeconfig")
+    assert "--kubeconfig" in err
     assert err.count("\n") == 1
     assert "Traceback" not in err
 
@@ -101,8 +104,9 @@ def test_run_help_lists_its_flags_and_every_variable_it_reads(
     for flag in ("--kubeconfig", "--liveness", "--resync-seconds", "--verbose"):
         assert flag in text
     source = "\n".join(Path(module).read_text() for module in (
-        "manager/config.py", "manager/kube.py", "manager/controllers/events.py",
-        "manager/operator.py", "manager/controllers/reconciler.py"))
+        "manager/config.py", "manager/kube.py", "manager/credentials.py",
+        "manager/controllers/events.py", "manager/operator.py",
+        "manager/controllers/reconciler.py"))
     read = set(re.findall(r"""environ(?:\.get)?\(?\[?["']([A-Z_]+)["']""", source))
     read |= set(re.findall(r"""image\("([A-Z_]+)\"""", source))
     assert read >= {"RELATED_IMAGE_EXTERNAL_SECRETS", "POD_NAMESPACE", "HTTP_PROXY"}
