@@ -23,7 +23,11 @@ environment variables it reads (OLM's Deployment sets them; none is required):
                                       ExternalSecretsManager it creates
   POD_NAMESPACE                       the operator's own namespace (the operand may not use it)
   POD_NAME                            reportingInstance of its Events (default: the host name)
-  KUBECONFIG                          credentials when --kubeconfig is not given
+  KUBECONFIG                          credentials when --kubeconfig is not given (files
+                                      separated by ":", merged as kubectl does)
+  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT
+                                      the API server in a pod (set by the kubelet), with the
+                                      service account's token
 
 The first two log lines (action=start, action=settings) say what is in effect. Events about
 ExternalSecretsConfig/cluster are in the namespace `default`: kubectl describe esc cluster.
