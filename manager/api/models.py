@@ -302,6 +302,16 @@ class ExternalSecretsConfigSpec(ApiModel):
     """controllerConfig is for specifying the configurations for the controller to use while
     installing the `external-secrets` operand."""
 
+    management_state: Literal["Managed", "Unmanaged", "Removed"] | None = None
+    """managementState says whether the operator manages the operand, as OpenShift operators
+    do. `Managed` (the default, also when the field is absent): it installs, repairs and
+    reconfigures it. `Unmanaged`: it
+    writes nothing to the operand (to pause it, for example while debugging by hand); drift is
+    reported in the Ready condition, not repaired. `Removed`: it removes the operand as
+    `python -m manager uninstall --operand --yes` does, except the operand Namespace, and
+    reports in the Ready condition when nothing is left. Back to `Managed`, it installs or
+    repairs again."""
+
 
 class MetaCondition(ApiModel):
     """Condition contains details for one aspect of the current state of this API Resource

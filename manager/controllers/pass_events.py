@@ -10,17 +10,21 @@ Few Events, each worth reading in `kubectl describe esc cluster`:
   Event's series instead of adding Events (manager.controllers.events).
 - `Recovered` (Normal) when a pass ends Ready or Progressing after one that was Degraded (a
   transient error in between says nothing either way).
+- `Unmanaged` and `Removed` (Normal) when the operator stops acting on the operand, or has
+  removed it, following spec.managementState.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from manager.apply.results import Action, ObjectResult
 from manager.config import EffectiveConfig
 from manager.controllers.events import EventSpec
 from manager.controllers.status import Outcome, OutcomeKind
+from manager.kube import JsonObject
 from manager.render.components import CERT_CONTROLLER_APP
 
 # EffectiveConfig fields as the spec names them, for "why" in the Applied Event.
@@ -34,22 +38,39 @@ _SETTING_NAMES = {
 }
 
 
-def pass_events(writes: Sequence[ObjectResult], outcome: Outcome, was_degraded: bool,
+@dataclass(frozen=True)
+class Before:
+    """What the ExternalSecretsConfig's status said before the pass."""
+
+    degraded: bool = False
+    ready_reason: str = ""
+
+    @classmethod
+    def of(cls, esc: JsonObject) -> Before:
+        conditions = {c.get("type"): c for c in (esc.get("status") or {}).get("conditions") or []}
+        return cls((conditions.get("Degraded") or {}).get("status") == "True",
+                   str((conditions.get("Ready") or {}).get("reason") or ""))
+
+
+def pass_events(writes: Sequence[ObjectResult], outcome: Outcome, before: Before,
                 previous: EffectiveConfig | None, current: EffectiveConfig | None,
-                ) -> list[EventSpec]:
+                *, cause: str | None = None) -> list[EventSpec]:
     """The Events of one pass; `previous` is the configuration of the last pass that
     applied everything (None: none yet in this process), `current` this pass's (None: the
-    spec is invalid)."""
+    spec is invalid); `cause`, when given, says why the pass wrote instead."""
     events = [EventSpec("Normal", "Adopted", f"adopted {w.ref} ({w.note})")
               for w in writes if w.action is Action.ADOPTED]
     done = summary(writes)
     if done is not None:
-        why = change_cause(previous, current, writes) if current is not None else ""
+        why = cause or (change_cause(previous, current, writes) if current is not None else "")
         events.append(EventSpec("Normal", "Applied", f"{done}: {why}" if why else done))
     if outcome.kind is OutcomeKind.DEGRADED:
         events.append(EventSpec("Warning", outcome.reason, outcome.message))
-    elif was_degraded and outcome.kind is not OutcomeKind.RETRYING:
+    elif before.degraded and outcome.kind is not OutcomeKind.RETRYING:
         events.append(EventSpec("Normal", "Recovered", f"no longer degraded: {outcome.message}"))
+    if outcome.kind in (OutcomeKind.UNMANAGED, OutcomeKind.REMOVED) and (
+            before.ready_reason != outcome.reason):
+        events.append(EventSpec("Normal", outcome.reason, outcome.message))
     return events
 
 

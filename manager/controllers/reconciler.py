@@ -23,6 +23,7 @@ from manager import __version__
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import (
     MANAGED_SELECTOR,
+    Action,
     Applier,
     Discovery,
     ForeignObjectsError,
@@ -54,7 +55,13 @@ from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport
 from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
 from manager.controllers.failures import failed_outcome
-from manager.controllers.pass_events import pass_events
+from manager.controllers.management_outcomes import (
+    Drift,
+    drift_of,
+    removal_outcome,
+    unmanaged_outcome,
+)
+from manager.controllers.pass_events import Before, pass_events
 from manager.controllers.preflight import (
     CRD_API_VERSION,
     CRD_KIND,
@@ -66,9 +73,11 @@ from manager.controllers.status import ControllerState, Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
 from manager.logs import brief
+from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +98,7 @@ class PassReport:
     @property
     def needs_retry(self) -> bool:
         return self.annotator_failed or (
-            self.outcome is not None and self.outcome.kind is not OutcomeKind.READY)
+            self.outcome is not None and not self.outcome.kind.settled)
 
 
 def esm_default_object() -> JsonObject:
@@ -159,20 +168,67 @@ class Reconciler:
             return PassReport(None, self._watches)
         self._managing_uid = esc["metadata"]["uid"]
         writes: list[ObjectResult] = []
-        outcome, config, annotator = await self._converge(esc, esm, writes)
+        annotator: AnnotatorReport | ApiError | None = None
+        state, cause = management_state(esc), None
+        if state == UNMANAGED:
+            outcome, config = await self._observe(esc, esm)
+        elif state == REMOVED:
+            outcome, config = await self._remove(esc, writes), None
+            cause = "managementState is Removed"
+        else:
+            outcome, config, annotator = await self._converge(esc, esm, writes)
         await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
         await self._write_esm_status(esm, esc, outcome, annotator, config)
-        await self._post_events(esc, outcome, writes, config)
+        await self._post_events(esc, outcome, writes, config, cause)
         return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,
-                           ) -> None:
-        for event in pass_events(writes, outcome, status.was_degraded(esc), self._converged,
-                                 config):
+                           cause: str | None) -> None:
+        for event in pass_events(writes, outcome, Before.of(esc), self._converged, config,
+                                 cause=cause):
             await self.events.post(esc, event)
         if config is not None and outcome.applied:
             self._converged = config
+
+    async def _observe(self, esc: JsonObject, esm: JsonObject,
+                       ) -> tuple[Outcome, EffectiveConfig | None]:
+        """managementState Unmanaged: read what a pass would write, report the difference,
+        write nothing. The watches stay, so drift is reported as it happens."""
+        try:
+            config = await self.facts.complete(self._effective_config(esc, esm))
+            desired = render_operand(config)
+            self._watches = frozenset(child_watches(desired) | dependency_watches(config))
+            drift = [found for obj in desired.objects() if (found := await self._drift_of(obj))]
+            keep = [ObjectRef.of(obj) for obj in desired.objects()]
+            drift += [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
+                      for _, obj in await self.pruner.find_unwanted(desired.kinds(), keep)]
+        except (ConfigError, ObjectError, ApiError) as problem:
+            self._forget_apis(problem)
+            return failed_outcome(problem), None
+        return unmanaged_outcome(drift), config
+
+    async def _drift_of(self, desired: JsonObject) -> Drift | None:
+        try:
+            return drift_of(await self.applier.read(desired))
+        except TerminatingObjectError as deleting:
+            return Drift(deleting.ref, "is being deleted")
+
+    async def _remove(self, esc: JsonObject, writes: list[ObjectResult]) -> Outcome:
+        """managementState Removed: delete what the operator created (Namespaces aside, see
+        manager.uninstall), release the CRD annotations, and say what is left."""
+        self._watches = frozenset()
+        self._converged = None  # what comes back is a new installation
+        try:
+            plan = await plan_uninstall(self.kube, namespaces=False)
+            report = await execute_uninstall(self.kube, plan, force=True)
+            writes.extend(ObjectResult(ref, Action.DELETED) for ref in report.deleted)
+            released = await self.annotator.reconcile(False, operand_namespace_of(esc))
+            writes.extend(released.results)
+            left = await plan_uninstall(self.kube, namespaces=False)
+        except ApiError as error:
+            return failed_outcome(error)
+        return removal_outcome(report, left)
 
     async def ensure_esm(self) -> JsonObject:
         """The ESM, created with defaults (and the reference's labels) if missing."""

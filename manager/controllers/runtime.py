@@ -67,7 +67,8 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
-_FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value, "NoConfig"})
+_FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
+                   OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})
 TRANSIENT_BACKOFF = (1.0, 60.0)
 DEGRADED_BACKOFF = (10.0, 300.0)
 PROGRESSING_BACKOFF = (2.0, 30.0)

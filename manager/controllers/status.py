@@ -37,6 +37,13 @@ class OutcomeKind(enum.StrEnum):
     PROGRESSING = "Progressing"  # applied; waiting for the operand to roll out and serve
     DEGRADED = "Degraded"        # the spec or the cluster needs a fix by the administrator
     RETRYING = "Retrying"        # a transient error; the pass is retried with backoff
+    UNMANAGED = "Unmanaged"      # managementState Unmanaged: nothing written, drift reported
+    REMOVED = "Removed"          # managementState Removed: the operand is gone
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to do until something changes (no retry)."""
+        return self in (OutcomeKind.READY, OutcomeKind.UNMANAGED, OutcomeKind.REMOVED)
 
 
 @dataclass(frozen=True)
@@ -96,16 +103,18 @@ class Outcome:
             return (Condition("Ready", "False", self.reason, self.message),
                     Condition("Degraded", "False", "AsExpected", ""),
                     Condition("Progressing", "True", self.reason, self.message))
+        if self.kind is OutcomeKind.UNMANAGED:  # the operator does not know, and does not act
+            return (Condition("Ready", "Unknown", self.reason, self.message),
+                    Condition("Degraded", "False", self.reason, ""),
+                    Condition("Progressing", "False", self.reason, ""))
+        if self.kind is OutcomeKind.REMOVED:
+            return (Condition("Ready", "False", self.reason, self.message),
+                    Condition("Degraded", "False", "AsExpected", ""),
+                    Condition("Progressing", "False", self.reason, ""))
         return (Condition("Ready", "False", self.reason, self.message),
                 Condition("Degraded", "False", "AsExpected", ""),
                 Condition("Progressing", "True", self.reason,
                           f"{self.message}; retrying with backoff"))
-
-
-def was_degraded(esc: JsonObject) -> bool:
-    """Whether the ESC's stored status says Degraded (before this pass writes it)."""
-    return any(c.get("type") == "Degraded" and c.get("status") == "True"
-               for c in (esc.get("status") or {}).get("conditions") or [])
 
 
 def merge_conditions(current: Sequence[JsonObject], wanted: Sequence[Condition],
@@ -137,6 +146,10 @@ def _comparable(conditions: Sequence[JsonObject]) -> list[tuple[object, ...]]:
                    c.get("observedGeneration")) for c in conditions)
 
 
+_IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKServerImage",
+              "bitwardenSDKServerVersion")
+
+
 def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
     """The ESC's status fields besides the conditions (None removes one).
 
@@ -145,6 +158,8 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
     configuration (an invalid spec) what was recorded stays."""
     fields: dict[str, object] = {
         "failure": outcome.failure.as_status() if outcome.failure else None}
+    if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
+        return {**fields, **dict.fromkeys(_IN_EFFECT)}
     if config is None:
         return fields
     fields["operandNamespace"] = config.namespace

@@ -70,6 +70,7 @@ SCENARIO_NAMESPACES = {
     "events": "eso-it-events",
     "columns": "eso-it-columns",
     "process": "eso-it-process",
+    "management": "eso-it-management",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

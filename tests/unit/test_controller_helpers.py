@@ -453,19 +453,36 @@ def test_the_cause_names_what_changed_since_the_last_converged_pass() -> None:
                                                        name="external-secrets-cert-controller"))
 
 
+NOT_DEGRADED = pass_events.Before(False, "Reconciled")
+DEGRADED_BEFORE = pass_events.Before(True, "IssuerNotFound")
+
+
 def test_a_pass_posts_one_summary_and_warns_while_degraded() -> None:
     ready = Outcome(OutcomeKind.READY, "Reconciled", "running", True)
     degraded = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", "Issuer x not found")
     retrying = Outcome(OutcomeKind.RETRYING, "APIError", "503")
     writes = _results(Action.CREATED, Action.ADOPTED)
-    posted = pass_events.pass_events(writes, ready, False, None, config())
+    posted = pass_events.pass_events(writes, ready, NOT_DEGRADED, None, config())
     assert [(e.type, e.reason) for e in posted] == [("Normal", "Adopted"), ("Normal", "Applied")]
-    assert pass_events.pass_events([], ready, False, None, config()) == []
-    assert [(e.type, e.reason, e.note) for e in pass_events.pass_events(
-        [], degraded, False, None, None)] == [("Warning", "IssuerNotFound", "Issuer x not found")]
-    recovered = pass_events.pass_events([], ready, True, None, config())
+    assert pass_events.pass_events([], ready, NOT_DEGRADED, None, config()) == []
+    warned = pass_events.pass_events([], degraded, NOT_DEGRADED, None, None)
+    assert [(e.type, e.reason, e.note) for e in warned] == [
+        ("Warning", "IssuerNotFound", "Issuer x not found")]
+    recovered = pass_events.pass_events([], ready, DEGRADED_BEFORE, None, config())
     assert [(e.type, e.reason) for e in recovered] == [("Normal", "Recovered")]
-    assert pass_events.pass_events([], retrying, True, None, config()) == []
+    assert pass_events.pass_events([], retrying, DEGRADED_BEFORE, None, config()) == []
+
+
+def test_management_state_transitions_are_announced_once() -> None:
+    unmanaged = Outcome(OutcomeKind.UNMANAGED, "Unmanaged", "paused")
+    assert [(e.type, e.reason) for e in pass_events.pass_events(
+        [], unmanaged, NOT_DEGRADED, None, config())] == [("Normal", "Unmanaged")]
+    assert pass_events.pass_events([], unmanaged, pass_events.Before(False, "Unmanaged"),
+                                   None, config()) == []
+    removing = pass_events.pass_events(_results(Action.DELETED), Outcome(
+        OutcomeKind.PROGRESSING, "Removing", "left"), NOT_DEGRADED, None, None,
+        cause="managementState is Removed")
+    assert [e.note for e in removing] == ["pruned 1 object: managementState is Removed"]
 
 
 def test_event_notes_stay_within_the_api_limit() -> None:
