@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.run",
     "manager.commands.generate",
     "manager.commands.render",
+    "manager.commands.plan",
     "manager.commands.bundle",
     "manager.commands.uninstall",
 )

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from manager import constants, kube_values, versions
 from manager.api.models import (
@@ -248,6 +248,20 @@ class EffectiveConfig(_Frozen):
 
 
 # --- the merge ------------------------------------------------------------------------------
+
+
+def config_of_objects(esc: Mapping[str, Any], esm: Mapping[str, Any] | None,
+                      env: OperatorEnvironment) -> EffectiveConfig:
+    """The configuration of an ExternalSecretsConfig and an ExternalSecretsManager as the API
+    server returns them (raw objects); a spec the models refuse is a ConfigError."""
+    try:
+        esc_spec = ExternalSecretsConfigSpec.model_validate(esc.get("spec") or {})
+        esm_spec = ExternalSecretsManagerSpec.model_validate((esm or {}).get("spec") or {})
+    except ValidationError as error:
+        first = error.errors()[0] if error.errors() else None
+        location = ".".join(["spec", *(str(part) for part in first["loc"])]) if first else "spec"
+        raise ConfigError(location, first["msg"] if first else str(error)) from None
+    return effective_config(esc_spec, esm_spec, env)
 
 
 def effective_config(esc: ExternalSecretsConfigSpec | None,

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         esc = _load(args.filename, ExternalSecretsConfig, constants.ESC_KIND)
         esm = _load(args.esm, ExternalSecretsManager, constants.ESM_KIND) if args.esm else None
-        environment = OperatorEnvironment.from_environ(_environment(args.env))
+        environment = OperatorEnvironment.from_environ(environment_pairs(args.env))
         config = effective_config(esc.spec, esm.spec if esm else None, environment)
     except (InputError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -71,7 +71,7 @@ def dump_objects(objects: Iterable[Mapping[str, Any]]) -> str:
                          explicit_start=True, allow_unicode=False, width=100)
 
 
-def _environment(pairs: list[str]) -> dict[str, str]:
+def environment_pairs(pairs: list[str]) -> dict[str, str]:
     environment = {}
     for pair in pairs:
         name, separator, value = pair.partition("=")
@@ -88,7 +88,8 @@ def _read(path: Path) -> str:
         raise InputError(f"{path}: {error.strerror}") from None
 
 
-def _load(path: Path, model: type[_Model], kind: str) -> _Model:
+def load_document(path: Path, kind: str) -> dict[str, Any]:
+    """One object of `kind` named `cluster` (or unnamed) from a YAML or JSON file."""
     try:
         document = yaml.safe_load(_read(path))
     except yaml.YAMLError as error:
@@ -101,6 +102,11 @@ def _load(path: Path, model: type[_Model], kind: str) -> _Model:
     if name != constants.SINGLETON_NAME:
         raise InputError(f"{path}: metadata.name: {kind} is a singleton, .metadata.name must "
                          f"be '{constants.SINGLETON_NAME}'")
+    return document
+
+
+def _load(path: Path, model: type[_Model], kind: str) -> _Model:
+    document = load_document(path, kind)
     try:
         return model.model_validate(document)
     except pydantic.ValidationError as error:

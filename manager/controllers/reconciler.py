@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from manager import __version__
-from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import (
     MANAGED_SELECTOR,
     Action,
@@ -38,7 +37,7 @@ from manager.config import (
     ConfigError,
     EffectiveConfig,
     OperatorEnvironment,
-    effective_config,
+    config_of_objects,
 )
 from manager.constants import (
     API_VERSION,
@@ -324,15 +323,7 @@ class Reconciler:
         return await self.kube.get(secret, accept=PARTIAL_METADATA) is None
 
     def _effective_config(self, esc: JsonObject, esm: JsonObject) -> EffectiveConfig:
-        try:
-            esc_spec = ExternalSecretsConfigSpec.model_validate(esc.get("spec") or {})
-        except ValidationError as error:
-            raise ConfigError(_first_location("spec", error), _first_message(error)) from None
-        try:
-            esm_spec = ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
-        except ValidationError as error:
-            raise ConfigError(_first_location("spec", error), _first_message(error)) from None
-        return effective_config(esc_spec, esm_spec, self.environment)
+        return config_of_objects(esc, esm, self.environment)
 
     async def _write(self, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
@@ -484,11 +475,6 @@ def _operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:
     if not config.cert_manager.add_injector_annotations:
         return set()
     return {WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL)}
-
-
-def _first_location(prefix: str, error: ValidationError) -> str:
-    location = error.errors()[0]["loc"] if error.errors() else ()
-    return ".".join([prefix, *(str(part) for part in location)])
 
 
 def _first_message(error: ValidationError) -> str:

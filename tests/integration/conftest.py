@@ -71,6 +71,7 @@ SCENARIO_NAMESPACES = {
     "columns": "eso-it-columns",
     "process": "eso-it-process",
     "management": "eso-it-management",
+    "plan": "eso-it-plan",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

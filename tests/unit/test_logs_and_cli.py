@@ -76,7 +76,8 @@ def test_no_kubeconfig_outside_a_pod_is_one_line_with_the_fix(
         load_credentials(None)
 
 
-@pytest.mark.parametrize("command", [["run"], ["uninstall", "--operand"]])
+@pytest.mark.parametrize("command", [["run"], ["uninstall", "--operand"],
+                                     ["plan", "-f", "samples/esc-default.yaml"]])
 def test_commands_that_need_a_cluster_say_so_in_one_line(
         command: list[str], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
