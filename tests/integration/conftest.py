@@ -72,6 +72,7 @@ SCENARIO_NAMESPACES = {
     "process": "eso-it-process",
     "management": "eso-it-management",
     "plan": "eso-it-plan",
+    "shadowed": "eso-it-shadowed",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 
