@@ -245,3 +245,27 @@ def test_docs_list_every_rule_message_and_deviation() -> None:
         assert rule.message.replace("|", "\\|") in text
     assert "has()" in text
     assert "Where the CRDs deviate from the seed" in text
+
+
+def _spec_fields(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every field under `spec`, down to the core/v1 types (whose descriptions are theirs)."""
+    found = []
+    for name, child in (schema.get("properties") or {}).items():
+        found.append((f"{path}.{name}", child))
+        if name in ("resources", "affinity", "tolerations", "egress"):
+            continue
+        items = child.get("items") if child.get("type") == "array" else None
+        found.extend(_spec_fields(items or child, f"{path}.{name}"))
+    return found
+
+
+def test_every_spec_field_says_its_default_for_kubectl_explain() -> None:
+    """`kubectl explain` prints descriptions only: each says its default (or that it is
+    required), and the bounded ones their range."""
+    for name in (ESC, ESM):
+        for path, field in _spec_fields(_at(name, "spec"), "spec"):
+            text = field.get("description", "")
+            assert "Default" in text or "Required" in text, (name, path, text)
+    text = _at(ESC, "spec.appConfig.logLevel")["description"]
+    assert "Range 1 to 5" in text
+    assert "4 (debug) and 5 (trace) give `debug`" in text
