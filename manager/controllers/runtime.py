@@ -108,17 +108,22 @@ class OperatorRuntime:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        esc: JsonObject | ApiError | None = None
+        """Say what runs where with which settings (the first log lines), create the ESM if
+        it is missing, and start the watches and the worker."""
+        esc: JsonObject | ApiError | None
         try:
-            await self.reconciler.ensure_esm()
             esc = await self.kube.get(ESC_PATH)
         except ApiError as error:  # the first pass tries again
-            logger.warning("action=start result=error error=%r", str(error))
             esc = error
         identity, settings = self.startup
         logger.info("action=start %s", fields({"operandNamespace": _operand_namespace(esc),
                                                 **identity}))
         logger.info("action=settings %s", fields(settings))
+        try:
+            await self.reconciler.ensure_esm()
+        except ApiError as error:  # the first pass tries again
+            logger.warning("action=create result=error kind=ExternalSecretsManager error=%r",
+                           str(error))
         self.watcher.set_specs(OWN_RESOURCE_WATCHES)
         self._tasks = [asyncio.create_task(self._work(), name="reconcile worker"),
                        asyncio.create_task(self._resync(), name="periodic resync")]
