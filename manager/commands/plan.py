@@ -12,11 +12,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from manager import constants
-from manager.commands.render import InputError, environment_pairs, load_document
+from manager.commands.render import (
+    InputError,
+    add_spec_arguments,
+    environment_pairs,
+    load_document,
+)
 from manager.kube import ApiError, Kube
 from manager.plan import Plan, PlanRefusedError, make_plan
 
@@ -27,16 +31,13 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="show what applying an ExternalSecretsConfig would change (server-side dry run)",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-f", "--filename", required=True, type=Path, metavar="ESC_FILE",
-                        help="the ExternalSecretsConfig (YAML or JSON; '-' reads stdin)")
-    parser.add_argument("--esm", type=Path, metavar="ESM_FILE",
-                        help="an ExternalSecretsManager to plan with (default: the live one)")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a variable of the operator's environment, over those of its "
-                             "Deployment in the cluster (repeatable)")
+    add_spec_arguments(parser,
+                       esm_help="an ExternalSecretsManager to plan with (default: the live one)",
+                       env_help="a variable of the operator's environment, over those of its "
+                                "Deployment in the cluster (repeatable)")
     parser.add_argument("--operator-namespace", default=constants.OPERATOR_NAMESPACE,
                         help="where the operator's Deployment runs, for its environment "
                              "(default: %(default)s)")

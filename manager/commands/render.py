@@ -38,14 +38,20 @@ def register(subparsers: Any) -> None:
         help="print the operand objects for an ExternalSecretsConfig (and ExternalSecretsManager)",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
+    add_spec_arguments(parser, esm_help="the ExternalSecretsManager, for its globalConfig",
+                       env_help="a variable of the operator's environment, e.g. "
+                                "HTTP_PROXY=http://proxy:3128 (repeatable)")
+    parser.set_defaults(func=run)
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser, *, esm_help: str,
+                       env_help: str) -> None:
+    """-f ESC_FILE, --esm ESM_FILE and --env NAME=VALUE (render and plan)."""
     parser.add_argument("-f", "--filename", required=True, type=Path, metavar="ESC_FILE",
                         help="the ExternalSecretsConfig (YAML or JSON; '-' reads stdin)")
-    parser.add_argument("--esm", type=Path, metavar="ESM_FILE",
-                        help="the ExternalSecretsManager, for its globalConfig")
+    parser.add_argument("--esm", type=Path, metavar="ESM_FILE", help=esm_help)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a variable of the operator's environment, e.g. "
-                             "HTTP_PROXY=http://proxy:3128 (repeatable)")
-    parser.set_defaults(func=run)
+                        help=env_help)
 
 
 def run(args: argparse.Namespace) -> int:
