@@ -20,7 +20,8 @@ from pathlib import Path
 
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
-from manager.operator import OperatorOptions, configure_logging, serve
+from manager.logs import configure_logging
+from manager.operator import OperatorOptions, serve
 
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
 KINDS = ("namespaces,serviceaccounts,clusterroles,clusterrolebindings,roles,rolebindings,"
@@ -96,7 +97,7 @@ class Demo:
     async def run(self) -> None:
         stop = asyncio.Event()
         operator = asyncio.create_task(serve(
-            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig), events_namespace="default"),
+            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig)),
             stop_flag=stop))
         try:
             say("kubectl apply: ExternalSecretsConfig/cluster with spec: {}")

@@ -13,15 +13,21 @@ import sys
 from collections.abc import Sequence
 
 from manager import __version__
+from manager.credentials import CredentialsError
 
 # Modules that contribute subcommands, in the order `--help` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.run",
     "manager.commands.generate",
     "manager.commands.render",
+    "manager.commands.plan",
     "manager.commands.bundle",
     "manager.commands.uninstall",
 )
+
+
+CREDENTIALS_HINT = ("credentials come from --kubeconfig, else $KUBECONFIG, else ~/.kube/config, "
+                    "else the pod's service account")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except CredentialsError as error:  # one line with the fix, not a traceback
+        print(f"error: {error} ({CREDENTIALS_HINT})", file=sys.stderr)
+        return 2
     return code
 
 

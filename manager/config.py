@@ -11,9 +11,12 @@ in a higher source ("tolerations: []", "proxy: {}") means "none", not "ask the n
 Labels are the exception: they merge ESM globalConfig.labels < ESC controllerConfig.labels <
 the operator's standard labels (added by the renderer).
 
-The API server defaults `appConfig.logLevel` to 1 whenever `appConfig` exists, and the models
-do the same, so an ESC with any `appConfig` always has a log level and the ESM's
-`globalConfig.logLevel` applies only to an ESC without `appConfig`.
+The API server defaults `appConfig.logLevel` to 1 whenever `appConfig` exists (the seed's
+CRD default), and the models do the same, so an ESC with any `appConfig` always has a log
+level and the ESM's `globalConfig.logLevel` applies only to an ESC without `appConfig`. A
+defaulted value cannot be told from one the administrator wrote (a create or update records
+the default as the writer's field too), so instead of guessing, the result lists every
+`globalConfig` setting the ESC hides (`hidden_global_settings`) and the ESM's status says so.
 
 Pure: no I/O. Errors the user must fix raise `ConfigError` naming the field and the fix.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from manager import constants, kube_values, versions
 from manager.api.models import (
@@ -42,6 +45,10 @@ from manager.api.rules import OPERATOR_NETWORK_POLICIES
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
 ESM_GLOBAL = "spec.globalConfig"
+
+# The optional features of ExternalSecretsManager.spec.features this operator implements. None
+# yet: any name there is reported (manager.controllers.esm_status), never silently ignored.
+KNOWN_FEATURES: frozenset[str] = frozenset()
 
 # cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
 MINIMUM_CERTIFICATE_DURATION = "1h"
@@ -218,6 +225,9 @@ class EffectiveConfig(_Frozen):
     enabled)."""
     images: Images = Images()
     versions: Versions = Versions()
+    hidden_global_settings: tuple[str, ...] = ()
+    """ExternalSecretsManager globalConfig settings that have no effect because the
+    ExternalSecretsConfig's appConfig sets them too, with another value."""
 
     @model_validator(mode="after")
     def _consistent(self) -> EffectiveConfig:
@@ -238,6 +248,20 @@ class EffectiveConfig(_Frozen):
 
 
 # --- the merge ------------------------------------------------------------------------------
+
+
+def config_of_objects(esc: Mapping[str, Any], esm: Mapping[str, Any] | None,
+                      env: OperatorEnvironment) -> EffectiveConfig:
+    """The configuration of an ExternalSecretsConfig and an ExternalSecretsManager as the API
+    server returns them (raw objects); a spec the models refuse is a ConfigError."""
+    try:
+        esc_spec = ExternalSecretsConfigSpec.model_validate(esc.get("spec") or {})
+        esm_spec = ExternalSecretsManagerSpec.model_validate((esm or {}).get("spec") or {})
+    except ValidationError as error:
+        first = error.errors()[0] if error.errors() else None
+        location = ".".join(["spec", *(str(part) for part in first["loc"])]) if first else "spec"
+        raise ConfigError(location, first["msg"] if first else str(error)) from None
+    return effective_config(esc_spec, esm_spec, env)
 
 
 def effective_config(esc: ExternalSecretsConfigSpec | None,
@@ -268,7 +292,34 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         egress_policies=_egress_policies(esc.controller_config, bitwarden),
         images=_images(env, bitwarden),
         versions=_versions(env),
+        hidden_global_settings=hidden_global_settings(app, glob),
     )
+
+
+# CommonConfigs fields, as the spec names them, and the CRD default of each (if any).
+_COMMON_SETTINGS = {"log_level": 1, "resources": None, "affinity": None, "tolerations": None,
+                    "node_selector": None, "proxy": None}
+
+
+def hidden_global_settings(app: ApplicationConfig | None,
+                           glob: GlobalConfig | None) -> tuple[str, ...]:
+    """The globalConfig settings the ESC's appConfig overrides with another value. A
+    globalConfig value equal to its CRD default is not listed: the API server may have put
+    it there."""
+    if app is None or glob is None:
+        return ()
+    hidden = []
+    for field, default in _COMMON_SETTINGS.items():
+        mine, theirs = getattr(app, field), getattr(glob, field)
+        if mine is not None and theirs is not None and theirs not in (mine, default):
+            hidden.append(_camel(field))
+    return tuple(hidden)
+
+
+def unknown_features(esm: ExternalSecretsManagerSpec | None) -> tuple[str, ...]:
+    """Names in `features` that this operator does not implement."""
+    names = [feature.name for feature in (esm.features if esm else None) or []]
+    return tuple(name for name in names if name not in KNOWN_FEATURES)
 
 
 def _pick(field: str, app: ApplicationConfig | None,
@@ -434,8 +485,9 @@ def _bitwarden(app: ApplicationConfig | None,
     if not cert_manager.enabled:
         raise ConfigError(f"{path}.secretRef",
                           "bitwarden-sdk-server needs a TLS key pair: set secretRef to a Secret "
-                          "with tls.crt, tls.key and ca.crt, or enable certManagerConfig so "
-                          "cert-manager issues one")
+                          "with tls.crt, tls.key and ca.crt; or, if the ExternalSecretsConfig has "
+                          "no certManagerConfig yet, add one with enabled: 'true' so cert-manager "
+                          "issues it (enabled cannot change once set)")
     return BitwardenSettings(enabled=True, tls_secret_name=BITWARDEN_CERTIFICATE_SECRET,
                              issue_certificate=True)
 

@@ -256,6 +256,10 @@ def _read_kubeconfig(paths: list[Path]) -> tuple[dict[str, Any], dict[str, Path]
                     merged[section][name] = entry.get(key) or {}
                     origin[f"{section}/{name}"] = path.parent
     if not origin:
+        found = [str(path) for path in paths if path.exists()]
+        if found:
+            raise CredentialsError(f"kubeconfig {', '.join(found)} defines no cluster, user or "
+                                   "context")
         raise CredentialsError(f"kubeconfig not found: {', '.join(map(str, paths))}")
     return merged, origin
 

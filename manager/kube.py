@@ -181,9 +181,13 @@ class Kube:
             query["fieldSelector"] = field_selector
         return await self.request("GET", path, query=query, accept=accept)
 
-    async def apply(self, path: str, body: JsonObject, *, field_manager: str) -> JsonObject:
-        """Server-side apply of `body` at `path` (an object path), forcing ownership."""
+    async def apply(self, path: str, body: JsonObject, *, field_manager: str,
+                    dry_run: bool = False) -> JsonObject:
+        """Server-side apply of `body` at `path` (an object path), forcing ownership; with
+        `dry_run`, the object as the server would store it, and nothing stored."""
         query = {"fieldManager": field_manager, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
         return await self.request("PATCH", path, query=query, body=body, content_type=APPLY_PATCH)
 
     async def merge_patch(self, path: str, body: JsonObject, *, field_manager: str) -> JsonObject:

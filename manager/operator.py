@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +17,20 @@ from pathlib import Path
 import kopf
 import yaml
 
+from manager import __version__
 from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
+from manager.controllers.events import EVENTS_NAMESPACE
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.credentials import load_credentials
 from manager.kube import JsonObject, Kube, install_crds, own_namespace
+from manager.logs import configure_logging, without_credentials
 from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
 
 CRDS_DIR = REPO_ROOT / "manifests" / "crds"
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 @dataclass(frozen=True)
@@ -37,15 +38,30 @@ class OperatorOptions:
     kubeconfig: str | None = None
     liveness_endpoint: str | None = None
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
-    events_namespace: str | None = None
 
 
-def configure_logging(verbose: bool = False) -> None:
-    """One line per action, `key=value` fields; kopf's own chatter only when verbose."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT,
-                        stream=sys.stderr, force=True)
-    for noisy in ("kopf", "aiohttp.access"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
+                     api_server: str) -> tuple[dict[str, object], dict[str, object]]:
+    """What the two start-up lines report: which operator runs where, and with which
+    settings (images, versions, proxy without credentials). Never a secret."""
+    proxies = {name: without_credentials(value) for name, value in (
+        ("HTTP_PROXY", environment.http_proxy), ("HTTPS_PROXY", environment.https_proxy),
+        ("NO_PROXY", environment.no_proxy)) if value}
+    identity: dict[str, object] = {
+        "version": os.environ.get("OPERATOR_IMAGE_VERSION") or __version__,
+        "apiServer": api_server,
+        "operatorNamespace": environment.own_namespace or "none (not in a pod)",
+        "eventsNamespace": EVENTS_NAMESPACE,
+    }
+    settings: dict[str, object] = {
+        "externalSecretsImage": environment.external_secrets_image or "none",
+        "externalSecretsVersion": environment.operand_version,
+        "bitwardenImage": environment.bitwarden_image or "none",
+        "proxy": ",".join(f"{k}={v}" for k, v in proxies.items()) or "none",
+        "resyncSeconds": f"{options.resync_seconds:g}",
+        "liveness": options.liveness_endpoint or "off",
+    }
+    return identity, settings
 
 
 async def serve(options: OperatorOptions, *,
@@ -58,13 +74,18 @@ async def serve(options: OperatorOptions, *,
     kube = Kube(credentials)
     holder = holder if holder is not None else {}
 
+    startup = startup_settings(options, environment, credentials.server)
+
     async def start_runtime() -> OperatorRuntime:
-        runtime = OperatorRuntime(kube, environment, options.resync_seconds,
-                                  options.events_namespace)
+        runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup)
         await runtime.start()
         return runtime
 
-    registry = build_registry(start_runtime, credentials, holder)
+    # On stop, what kopf started and still runs (its API scans retrying against a server
+    # that does not answer) is cancelled at once rather than after kopf's 5 s of grace; the
+    # tasks that existed before (the caller's) are left alone.
+    registry = build_registry(start_runtime, credentials, holder,
+                              keep=frozenset(asyncio.all_tasks()))
     try:
         await kopf.operator(registry=registry, clusterwide=True, standalone=True,
                             liveness_endpoint=options.liveness_endpoint,

@@ -46,6 +46,7 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.management import MANAGED, management_state
 from manager.render.state import kind_rank, renderable_kinds
 
 ESC_PATH = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
@@ -61,6 +62,9 @@ USER_API_GROUPS = ("external-secrets.io", "generators.external-secrets.io")
 # Created in every namespace by Kubernetes and OpenShift themselves.
 AUTOMATIC_CONFIGMAPS = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
 SERVICE_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
+NAMESPACE_KEPT = ("the operator does not delete namespaces; `kubectl delete namespace` (it also "
+                  "deletes every Secret in it) or `python -m manager uninstall --operand --yes` "
+                  "removes it")
 CERTIFICATE_ANNOTATION = "cert-manager.io/certificate-name"
 
 
@@ -114,6 +118,9 @@ class UninstallPlan:
     objects: tuple[Candidate, ...]       # in deletion order, Namespaces excluded
     namespaces: tuple[Candidate, ...]    # deleted after everything else
     kept: tuple[Kept, ...]
+    esc_manages: bool = False
+    """The ExternalSecretsConfig exists with managementState Managed: the operator would
+    re-create what is deleted (Unmanaged and Removed do not)."""
 
     @property
     def empty(self) -> bool:
@@ -142,12 +149,15 @@ def operand_namespace_of(esc: JsonObject) -> str:
     return str(controller_config.get("namespace") or DEFAULT_OPERAND_NAMESPACE)
 
 
-async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallPlan:
+async def plan_uninstall(kube: Kube, namespace: str | None = None, *,
+                         namespaces: bool = True) -> UninstallPlan:
     """List, without changing anything, what removing the operand means.
 
     Scope: `namespace` if given; else the operand namespace of the ExternalSecretsConfig if
     it exists; else every namespace (an ExternalSecretsConfig deleted and created again with
-    another namespace leaves an operand behind in the first one)."""
+    another namespace leaves an operand behind in the first one). Without `namespaces` (the
+    operator's own removal, managementState Removed) Namespaces are kept: deleting one needs
+    the right to delete any namespace, which the operator does not hold."""
     esc = await read_esc(kube)
     explicit = namespace
     if namespace is None and esc is not None:
@@ -170,12 +180,15 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallP
             kept.extend(Kept(c.ref, f"the operand in namespace {', '.join(sorted(others))} "
                              "uses it (cluster-scoped objects are shared by every operand "
                              "namespace); uninstall that operand to remove it") for c in shared)
-    namespaces: list[Candidate] = []
+    doomed: list[Candidate] = []
     namespace_resource = await discovery.require("v1", "Namespace")
     ours, refused = await _list_ours(kube, namespace_resource, None)
     kept.extend(refused)
     for candidate in ours:
         if namespace is not None and candidate.ref.name != namespace:
+            continue
+        if not namespaces:
+            kept.append(Kept(candidate.ref, NAMESPACE_KEPT))
             continue
         foreign = await foreign_content(kube, discovery, candidate.ref.name, objects)
         if foreign:
@@ -183,9 +196,9 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None) -> UninstallP
                              + ", ".join(str(ref) for ref in foreign)
                              + "; delete those (or the namespace) yourself"))
         else:
-            namespaces.append(candidate)
-    return UninstallPlan(namespace, esc is not None, tuple(objects), tuple(namespaces),
-                         tuple(kept))
+            doomed.append(candidate)
+    return UninstallPlan(namespace, esc is not None, tuple(objects), tuple(doomed),
+                         tuple(kept), esc is not None and management_state(esc) == MANAGED)
 
 
 async def _other_operands(kube: Kube, discovery: Discovery, namespace: str,
@@ -292,12 +305,13 @@ async def execute_uninstall(kube: Kube, plan: UninstallPlan, *, force: bool = Fa
                             ) -> UninstallReport:
     """Delete what `plan` lists: objects first, Namespaces last (only those with no error
     inside). Refuses while the ExternalSecretsConfig exists, unless `force`."""
-    if plan.esc_exists and not force and not plan.empty:
+    if plan.esc_manages and not force and not plan.empty:
         raise UninstallRefusedError(
-            f"{ESC_KIND}/{SINGLETON_NAME} still exists, so the operator would re-create "
-            f"every object deleted now. Delete it first (kubectl delete "
-            f"{ESC_PLURAL} {SINGLETON_NAME}; that leaves the operand in place), or pass "
-            "--force to delete anyway")
+            f"{ESC_KIND}/{SINGLETON_NAME} still exists and is Managed, so the operator would "
+            f"re-create every object deleted now. Delete it first (kubectl delete "
+            f"{ESC_PLURAL} {SINGLETON_NAME}; that leaves the operand in place), or set its "
+            "spec.managementState to Removed (the operator then removes the operand itself), "
+            "or pass --force to delete anyway")
     report = UninstallReport()
     failed_namespaces: set[str] = set()
     for candidate in plan.objects:

@@ -37,6 +37,8 @@ class PrintColumn:
     name: str
     type: str
     json_path: str
+    priority: int = 0
+    """0: shown by `kubectl get`; 1: only with `-o wide`."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Resource:
 # cluster-scoped singletons (docs/api.md, "deviations").
 _CATEGORIES = ("external-secrets-operator",)
 _AGE = PrintColumn("AGE", "date", ".metadata.creationTimestamp")
+_READY_CONDITION = ".status.conditions[?(@.type=='Ready')]"
 
 RESOURCES: tuple[Resource, ...] = (
     Resource(
@@ -79,10 +82,17 @@ RESOURCES: tuple[Resource, ...] = (
         categories=_CATEGORIES,
         labels={"app.kubernetes.io/name": "externalsecretsconfig",
                 "app.kubernetes.io/part-of": "external-secrets-operator"},
+        # The seed's Ready, Message and AGE stay in `kubectl get` (the seed wins over issue
+        # 13's "message in -o wide only"); Reason, Version and Namespace are added.
         columns=(
-            PrintColumn("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
-            PrintColumn("Message", "string", ".status.conditions[?(@.type=='Ready')].message"),
+            PrintColumn("Ready", "string", f"{_READY_CONDITION}.status"),
+            PrintColumn("Reason", "string", f"{_READY_CONDITION}.reason"),
+            PrintColumn("Version", "string", ".status.externalSecretsVersion"),
+            PrintColumn("Namespace", "string", ".status.operandNamespace"),
+            PrintColumn("Message", "string", f"{_READY_CONDITION}.message"),
             _AGE,
+            PrintColumn("Failure", "string", ".status.failure.object", priority=1),
+            PrintColumn("Image", "string", ".status.externalSecretsImage", priority=1),
         ),
     ),
     Resource(
@@ -93,7 +103,7 @@ RESOURCES: tuple[Resource, ...] = (
         categories=_CATEGORIES,
         labels={"app.kubernetes.io/name": "externalsecretsmanager",
                 "app.kubernetes.io/part-of": "external-secrets-operator"},
-        columns=(_AGE,),
+        columns=(PrintColumn("Ready", "string", ".status.controllersReady"), _AGE),
     ),
 )
 
@@ -260,7 +270,8 @@ def crd(resource: Resource, builder: SchemaBuilder) -> dict[str, Any]:
     }
     if resource.columns:
         version["additionalPrinterColumns"] = [
-            {"name": c.name, "type": c.type, "jsonPath": c.json_path} for c in resource.columns
+            {"name": c.name, "type": c.type, "jsonPath": c.json_path,
+             **({"priority": c.priority} if c.priority else {})} for c in resource.columns
         ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -278,7 +278,10 @@ The operator is configured through two cluster-scoped singletons in the API grou
 The CRDs (`manifests/crds/`) and this page are generated from the pydantic models in
 `manager/api/models.py`, which are the single source of truth.
 `kubectl explain externalsecretsconfig.spec.appConfig` prints the same descriptions as the
-tables below; `kubectl get esc` shows the `Ready` and `Message` of the Ready condition.
+tables below; each says the field's range, default and effect. `kubectl get esc` shows the
+Ready condition's status, reason and message, the operand's version and namespace (`-o wide`
+adds the failed object and the image); `kubectl get esm` how many of the operator's
+controllers are Ready.
 """
 
 _BEHAVIOUR = """\
@@ -291,7 +294,10 @@ _BEHAVIOUR = """\
   `certificateRenewBefore: 30m`; an empty `webhookConfig` gets `certificateCheckInterval: 5m`.
   Because `appConfig.logLevel` is always defaulted when `appConfig` exists, an
   ExternalSecretsManager `globalConfig.logLevel` only takes effect when the
-  ExternalSecretsConfig has no `appConfig`.
+  ExternalSecretsConfig has no `appConfig`; the ExternalSecretsManager's status says so when
+  it happens (`PartlyOverridden`).
+- **`managementState` has no CRD default** (absent means `Managed`), so `spec: {}` stays `{}`
+  and objects stored before the field existed do not change.
 - **Booleans are strings**: `enabled`, `addInjectorAnnotations` and `features[].enabled`
   take `"true"` or `"false"` (quote them in YAML).
 - **Unknown fields are pruned** (and `kubectl` warns); they are never stored.
@@ -303,6 +309,11 @@ _BEHAVIOUR = """\
     names a non-default namespace, is rejected with
     `namespace can only be configured during creation`;
   - adding or removing a `controllerConfig` with the default namespace is accepted.
+
+- **One-way settings name the way out.** Each refusal of an immutable field (the namespace,
+  `certManagerConfig.enabled`, `issuerRef`, removing an enabled `certManagerConfig`) carries a
+  second message: delete the ExternalSecretsConfig (the operand keeps running) and create it
+  again with the new value.
 
 - **cert-manager cannot be switched.** `certManagerConfig.enabled` is immutable once set,
   `issuerRef` is immutable once set, and a `certManagerConfig` with `enabled: "true"` cannot
@@ -360,6 +371,26 @@ work, or where a rule would fail to evaluate:
   rather than an annotation so that `kubectl explain` documents it, the schema validates it,
   and changing it bumps the generation, which starts a pass and shows in
   `observedGeneration`. Without it such objects are left untouched and reported.
+- **Printer columns.** The seed's `Ready`, `Message` and `AGE` are kept as the seed writes
+  them, shown by a plain `kubectl get` (issue 13 asked for the message in `-o wide` only; the
+  seed wins). Added: `Reason`, `Version` (`status.externalSecretsVersion`) and `Namespace`
+  (`status.operandNamespace`), and with `-o wide` `Failure` (`status.failure.object`) and
+  `Image`. The ExternalSecretsManager gets `Ready` (`status.controllersReady`, "3/3") beside
+  the seed's `AGE`.
+- **Additive status fields**: `operandNamespace`, `externalSecretsVersion`,
+  `bitwardenSDKServerVersion` and `failure` (`object`, `request`, `response`, `inspect`) on the
+  ExternalSecretsConfig; `reason` and `lastTransitionTime` on the ExternalSecretsManager's
+  controller conditions and `controllersReady`.
+- **`spec.managementState`** (`Managed`, `Unmanaged`, `Removed`) is an additive field that the
+  seed does not have, in the shape of OpenShift's operator API (docs/operations.md).
+- **Way-out rules.** Each seed rule `self == oldSelf` keeps its exact message; a companion rule
+  `oldSelf == self` (the API server keys a field's rules by expression, so the same one twice
+  is refused) adds how to change the setting anyway. The added root rules
+  (`namespace can only be configured during creation`, the cert-manager removal guard) start
+  with their former message and add the same.
+- **Descriptions** add each field's range, default and effect to the seed's text, so that
+  `kubectl explain` is enough. The seed's "Cannot be updated" on `resources` (copied from the
+  Pod API, never enforced) is left out: changing `resources` rolls the Deployments.
 - **Categories: only `external-secrets-operator`.** The seed puts both CRDs in the categories
   `external-secrets-operator` and `external-secrets`. The operand's CRDs (ExternalSecret,
   SecretStore, ...) are in `external-secrets` too, so a namespaced command such as

@@ -69,19 +69,24 @@ class ProxyConfig(ApiModel):
         str | None, Field(min_length=0, max_length=2048),
         Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
-    """httpProxy is the URL of the proxy for HTTP requests."""
+    """httpProxy is the URL of the proxy for HTTP requests: an http, https or socks5 URL with a
+    host, at most 2048 characters, such as http://proxy.example.com:3128. Every operand
+    container gets it as HTTP_PROXY and http_proxy. Default: none (no variable is set)."""
 
     https_proxy: Annotated[
         str | None, Field(min_length=0, max_length=2048),
         Schema(rules=(*rules.PROXY_VALUE, *rules.PROXY_URL)),
     ] = None
-    """httpsProxy is the URL of the proxy for HTTPS requests."""
+    """httpsProxy is the URL of the proxy for HTTPS requests (the secret providers' APIs): an
+    http, https or socks5 URL with a host, at most 2048 characters. Every operand container
+    gets it as HTTPS_PROXY and https_proxy. Default: none."""
 
     no_proxy: Annotated[
         str | None, Field(min_length=0, max_length=4096), Schema(rules=rules.PROXY_VALUE)
     ] = None
     """noProxy is a comma-separated list of hostnames and/or CIDRs and/or IPs for which the
-    proxy should not be used."""
+    proxy should not be used, at most 4096 characters; it becomes NO_PROXY and no_proxy.
+    Default: none."""
 
 
 class CommonConfigs(ApiModel):
@@ -89,15 +94,26 @@ class CommonConfigs(ApiModel):
     by the operator."""
 
     log_level: Annotated[int | None, Field(ge=1, le=5), Schema(fmt="int32")] = 1
-    """logLevel supports value range as per [Kubernetes logging guidelines](https://github.com/kubernetes/community/blob/master/contributors/devel/sig-instrumentation/logging.md#what-method-to-use)."""
+    """logLevel supports value range as per [Kubernetes logging guidelines](https://github.com/kubernetes/community/blob/master/contributors/devel/sig-instrumentation/logging.md#what-method-to-use).
+    Range 1 to 5; it sets `--loglevel` of the controller, webhook and cert-controller: 1
+    (normal information), 2 (steady-state information) and 3 (extended information about
+    changes) give `info`; 4 (debug) and 5 (trace) give `debug`. Warnings and errors are
+    logged at every level. Default: 1, which the API server fills in whenever the parent
+    object exists; the ExternalSecretsConfig's appConfig.logLevel therefore always hides the
+    ExternalSecretsManager's globalConfig.logLevel once appConfig exists (the
+    ExternalSecretsManager's status says so)."""
 
     resources: Annotated[dict[str, Any] | None, Schema(core_type="ResourceRequirements")] = None
-    """resources is for defining the resource requirements.
-    Cannot be updated.
+    """resources is for defining the resource requirements of every container of the
+    operand's Deployments (core/v1 ResourceRequirements, checked at admission). Changing it
+    rolls the Deployments. In the ExternalSecretsConfig it replaces the ExternalSecretsManager's
+    as a whole. Default: none (no requests or limits).
     ref: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/"""
 
     affinity: Annotated[dict[str, Any] | None, Schema(core_type="Affinity")] = None
-    """affinity is for setting scheduling affinity rules.
+    """affinity is for setting scheduling affinity rules of the operand's pods (core/v1
+    Affinity). In the ExternalSecretsConfig it replaces the ExternalSecretsManager's as a
+    whole. Default: none.
     ref: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/"""
 
     tolerations: Annotated[
@@ -105,7 +121,9 @@ class CommonConfigs(ApiModel):
         Field(min_length=0, max_length=10),
         Schema(core_type="Toleration", list_type="atomic"),
     ] = None
-    """tolerations is for setting the pod tolerations.
+    """tolerations is for setting the pod tolerations of the operand's pods: 0 to 10 core/v1
+    Tolerations. In the ExternalSecretsConfig they replace the ExternalSecretsManager's (an
+    empty list means none). Default: none.
     ref: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/"""
 
     node_selector: Annotated[
@@ -113,25 +131,33 @@ class CommonConfigs(ApiModel):
         Field(min_length=0, max_length=10),
         Schema(map_type="atomic", rules=rules.NODE_SELECTOR_KEYS),
     ] = None
-    """nodeSelector is for defining the scheduling criteria using node labels.
+    """nodeSelector is for defining the scheduling criteria using node labels: 0 to 10 label
+    keys and values the operand's pods require. In the ExternalSecretsConfig it replaces the
+    ExternalSecretsManager's. Default: none.
     ref: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/"""
 
     proxy: ProxyConfig | None = None
     """proxy is for setting the proxy configurations which will be made available
-    in operand containers managed by the operator as environment variables."""
+    in operand containers managed by the operator as environment variables. The first one
+    present wins: the ExternalSecretsConfig's, the ExternalSecretsManager's, then the cluster
+    proxy that OLM gives the operator; `proxy: {}` means no proxy and hides the others.
+    Default: none (the cluster proxy, if any)."""
 
 
 class ObjectReference(ApiModel):
     """ObjectReference is a reference to an object with a given name, kind and group."""
 
     name: Annotated[str, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)]
-    """Name of the resource being referred to."""
+    """Name of the resource being referred to: an object name of 1 to 253 characters.
+    Required, no default."""
 
     kind: Annotated[str | None, Field(min_length=1, max_length=253)] = None
-    """Kind of the resource being referred to."""
+    """Kind of the resource being referred to: Issuer (in the operand namespace) or
+    ClusterIssuer, in any letter case. Default: Issuer."""
 
     group: Annotated[str | None, Field(min_length=1, max_length=253)] = None
-    """Group of the resource being referred to."""
+    """Group of the resource being referred to: cert-manager.io, in any letter case. Default:
+    cert-manager.io."""
 
 
 class SecretReference(ApiModel):
@@ -139,7 +165,8 @@ class SecretReference(ApiModel):
     in the same namespace where it will be utilized."""
 
     name: Annotated[str, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)]
-    """Name of the secret resource being referred to."""
+    """Name of the secret resource being referred to: an object name of 1 to 253 characters.
+    Required, no default."""
 
 
 # --- ExternalSecretsConfig --------------------------------------------------------------------
@@ -151,14 +178,18 @@ class BitwardenSecretManagerProvider(ApiModel):
 
     enabled: BoolString = "false"
     """enabled is for enabling the bitwarden secrets manager provider, which can be indicated
-    by setting `true` or `false`."""
+    by setting `true` or `false`. "true" installs bitwarden-sdk-server (Deployment, Service,
+    ServiceAccount, NetworkPolicies) and lets the controller reach it; "false" removes them.
+    Default: "false"."""
 
     secret_ref: SecretReference | None = None
     """SecretRef is the Kubernetes secret containing the TLS key pair to be used for the bitwarden
     server. The issuer in CertManagerConfig will be utilized to generate the required certificate
     if the secret reference is not provided and CertManagerConfig is configured. The key names in
     secret for certificate must be `tls.crt`, for private key must be `tls.key` and for CA
-    certificate key name must be `ca.crt`."""
+    certificate key name must be `ca.crt`. The Secret lives in the operand namespace; until it
+    exists with those keys the ExternalSecretsConfig is Degraded. Default: none (then
+    cert-manager must be enabled)."""
 
 
 class WebhookConfig(ApiModel):
@@ -166,7 +197,8 @@ class WebhookConfig(ApiModel):
 
     certificate_check_interval: Duration = "5m"
     """CertificateCheckInterval is for configuring the polling interval to check the certificate
-    validity."""
+    validity: a duration such as "5m" or "1h30m" (1 to 32 characters), the webhook's
+    `--check-interval`. Default: "5m"."""
 
 
 class CertManagerConfig(ApiModel):
@@ -178,26 +210,38 @@ class CertManagerConfig(ApiModel):
     enabled: Annotated[BoolString, Schema(required=True, rules=rules.ENABLED_IMMUTABLE)] = "false"
     """enabled is for enabling the use of cert-manager for obtaining and renewing the
     certificates used for webhook server, instead of built-in certificates.
-    Use `true` or `false` to indicate the preference. This field is immutable once set."""
+    Use `true` or `false` to indicate the preference. This field is immutable once set.
+    "true" needs issuerRef; the operator then requests Certificates from cert-manager and
+    removes the built-in cert-controller once the webhook Certificate is Ready. To switch
+    later, delete the ExternalSecretsConfig (the operand keeps running) and create it again.
+    Default: "false"."""
 
     add_injector_annotations: BoolString = "false"
     """addInjectorAnnotations is for adding the `cert-manager.io/inject-ca-from` annotation to the
     webhooks and CRDs to automatically setup webhook to the cert-manager CA. This requires
-    CA Injector to be enabled in cert-manager. Use `true` or `false` to indicate the preference."""
+    CA Injector to be enabled in cert-manager. Use `true` or `false` to indicate the preference.
+    Only with enabled "true". With "false" the operator copies the issued CA into the webhooks
+    itself. Default: "false"."""
 
     issuer_ref: Annotated[
         ObjectReference | None, Schema(rules=rules.ISSUER_REF)
     ] = None
     """issuerRef contains details of the referenced object used for obtaining certificates. When
     `issuerRef.Kind` is `Issuer`, it must exist in the `.spec.controllerConfig.namespace`.
-    This field is immutable once set."""
+    This field is immutable once set; to use another issuer, delete the ExternalSecretsConfig
+    (the operand keeps running) and create it again. Required when enabled is "true"; until
+    the issuer exists the ExternalSecretsConfig is Degraded and nothing is removed. Default:
+    none."""
 
     certificate_duration: Duration = "8760h"
-    """certificateDuration is the validity period of the webhook certificate."""
+    """certificateDuration is the validity period of the webhook certificate: a duration of
+    at least 1h, longer than certificateRenewBefore (cert-manager's own limits). Default:
+    "8760h" (one year)."""
 
     certificate_renew_before: Duration = "30m"
     """certificateRenewBefore is the ahead time to renew the webhook certificate
-    before expiry."""
+    before expiry: a duration of at least 5m, shorter than certificateDuration. Default:
+    "30m"."""
 
 
 class ApplicationConfig(CommonConfigs):
@@ -210,18 +254,23 @@ class ApplicationConfig(CommonConfigs):
     ] = None
     """operatingNamespace is for restricting the external-secrets operations to the provided
     namespace. And when enabled `ClusterSecretStore` and `ClusterExternalSecret` are implicitly
-    disabled."""
+    disabled. A namespace name of 1 to 63 characters; the controller's rights on Secrets then
+    come from a Role there instead of a ClusterRole, and until the namespace exists the
+    ExternalSecretsConfig is Degraded. Default: none (every namespace)."""
 
     bitwarden_secret_manager_provider: BitwardenSecretManagerProvider | None = None
     """bitwardenSecretManagerProvider is for enabling the bitwarden secrets manager provider and
-    for setting up the additional service required for connecting with the bitwarden server."""
+    for setting up the additional service required for connecting with the bitwarden server.
+    Default: none (bitwarden off)."""
 
     webhook_config: WebhookConfig | None = None
-    """webhookConfig is for configuring external-secrets webhook specifics."""
+    """webhookConfig is for configuring external-secrets webhook specifics. Default: none (its
+    defaults apply)."""
 
     cert_manager_config: CertManagerConfig | None = None
     """CertManagerConfig is for configuring cert-manager specifics, which will be used for
-    generating certificates for webhook and bitwarden-sdk-server components."""
+    generating certificates for webhook and bitwarden-sdk-server components. Once enabled is
+    "true" it cannot be removed. Default: none (the built-in cert-controller)."""
 
 
 class NetworkPolicy(ApiModel):
@@ -232,20 +281,24 @@ class NetworkPolicy(ApiModel):
         str, Field(min_length=1, max_length=253),
         Schema(rules=(*rules.OBJECT_NAME, *rules.NETWORK_POLICY_NAME)),
     ]
-    """name of the NetworkPolicy the operator creates in the operand namespace."""
+    """name of the NetworkPolicy the operator creates in the operand namespace: an object name
+    of 1 to 253 characters, unique in the list and none of the operator's own policies.
+    Required, no default."""
 
     component_name: Literal["ExternalSecretsCoreController", "BitwardenSDKServer"]
     """componentName is the component whose pods the policy selects: the external-secrets
     controller (`ExternalSecretsCoreController`) or the bitwarden-sdk-server
     (`BitwardenSDKServer`). Declaring any policy for a component replaces the operator's
-    default egress policy of that component, which allows all egress."""
+    default egress policy of that component, which allows all egress. Required, no
+    default."""
 
     egress: Annotated[
         list[dict[str, Any]], Schema(core_type="NetworkPolicyEgressRule", list_type="atomic")
     ]
     """egress is the list of egress rules of the policy (networking.k8s.io/v1
     NetworkPolicyEgressRule): the connections the component may open, besides the API server
-    and DNS, which the operator always allows. An empty list allows no other connection."""
+    and DNS, which the operator always allows. An empty list allows no other connection.
+    Required, no default."""
 
 
 class ControllerConfig(ApiModel):
@@ -261,14 +314,23 @@ class ControllerConfig(ApiModel):
                       *rules.OPERAND_NAMESPACE_NOT_SHARED)),
     ] = "external-secrets"
     """namespace is for configuring the namespace to install the external-secret operand.
-    This field is immutable once set."""
+    This field is immutable once set. A namespace name of 1 to 63 characters that is not
+    default, openshift, kube-* or openshift-*, nor the operator's own. To move the operand,
+    delete the ExternalSecretsConfig (the operand keeps running) and create it again with
+    the new namespace; the operator removes what it created in the old one. Default:
+    "external-secrets"."""
 
     labels: Annotated[
         dict[str, LabelValue] | None,
         Field(min_length=0, max_length=20),
         Schema(map_type="granular", rules=rules.USER_LABEL_KEYS),
     ] = None
-    """labels to apply to all resources created for the external-secrets operand deployment."""
+    """labels to apply to all resources created for the external-secrets operand deployment:
+    at most 20, valid label keys and values, not the operator's own keys (app,
+    app.kubernetes.io/*, external-secrets.io/*, rbac.authorization.k8s.io/*,
+    servicebinding.io/controller). They go on every object and pod template (never on
+    selectors) and win over the ExternalSecretsManager's labels of the same key. Default:
+    none."""
 
     adopt_existing_objects: BoolString | None = None
     """adoptExistingObjects lets the operator take over objects that exist under the names it
@@ -278,7 +340,7 @@ class ControllerConfig(ApiModel):
     uninstall command removes them). Otherwise (the default) it leaves such objects untouched
     and reports them, with who manages them, in the Degraded condition. Set it back to "false"
     once the migration is done. The operand namespace is never adopted: a namespace the
-    operator did not create is used as it is."""
+    operator did not create is used as it is. Default: "false"."""
 
     network_policies: Annotated[
         list[NetworkPolicy] | None,
@@ -289,18 +351,31 @@ class ControllerConfig(ApiModel):
     """networkPolicies are egress NetworkPolicies for the operand's components, for example
     to narrow the controller's connections to the secret providers in use. Without any for a
     component, the operator allows that component all egress; ingress stays denied except to
-    the webhook and metrics ports."""
+    the webhook and metrics ports. At most 50 entries. Default: none."""
 
 
 class ExternalSecretsConfigSpec(ApiModel):
     """ExternalSecretsConfigSpec is for configuring the external-secrets operand behavior."""
 
     app_config: ApplicationConfig | None = None
-    """appConfig is for specifying the configurations for the external-secrets operand."""
+    """appConfig is for specifying the configurations for the external-secrets operand.
+    Default: none (every setting takes the ExternalSecretsManager's value, else its
+    default)."""
 
     controller_config: ControllerConfig | None = None
     """controllerConfig is for specifying the configurations for the controller to use while
-    installing the `external-secrets` operand."""
+    installing the `external-secrets` operand. Default: none (namespace
+    external-secrets)."""
+
+    management_state: Literal["Managed", "Unmanaged", "Removed"] | None = None
+    """managementState says whether the operator manages the operand, as OpenShift operators
+    do. `Managed` (the default, also when the field is absent): it installs, repairs and
+    reconfigures it. `Unmanaged`: it
+    writes nothing to the operand (to pause it, for example while debugging by hand); drift is
+    reported in the Ready condition, not repaired. `Removed`: it removes the operand as
+    `python -m manager uninstall --operand --yes` does, except the operand Namespace, and
+    reports in the Ready condition when nothing is left. Back to `Managed`, it installs or
+    repairs again. Default: Managed."""
 
 
 class MetaCondition(ApiModel):
@@ -332,6 +407,27 @@ class MetaCondition(ApiModel):
     an empty string."""
 
 
+class Failure(ApiModel):
+    """Failure is what made the last pass fail: the object, the request and the API server's
+    answer when a request failed, and a command that shows more."""
+
+    object: str | None = None
+    """object is the first object at fault, as "Kind namespace/name" (for example
+    "Deployment external-secrets/external-secrets" or "Issuer external-secrets/ca")."""
+
+    request: str | None = None
+    """request is the API request that failed, as "METHOD path"."""
+
+    response: str | None = None
+    """response is the API server's answer to that request: status code, reason and
+    message."""
+
+    inspect: str | None = None
+    """inspect is a command that shows more about the failure, such as
+    `kubectl describe deployment -n external-secrets external-secrets` or `kubectl explain`
+    of the field at fault."""
+
+
 class ExternalSecretsConfigStatus(ApiModel):
     """ExternalSecretsConfigStatus is the most recently observed status of the
     ExternalSecretsConfig."""
@@ -339,7 +435,9 @@ class ExternalSecretsConfigStatus(ApiModel):
     conditions: Annotated[
         list[MetaCondition] | None, Schema(list_type="map", list_map_keys=("type",))
     ] = None
-    """conditions holds information of the current state of deployment."""
+    """conditions holds information of the current state of deployment: Ready (the operand
+    runs and serves), Degraded (the administrator must fix something; the message says what
+    and how) and Progressing (work is under way or retried)."""
 
     external_secrets_image: str | None = None
     """externalSecretsImage is the name of the image and the tag used for deploying
@@ -350,6 +448,23 @@ class ExternalSecretsConfigStatus(ApiModel):
     ] = None
     """BitwardenSDKServerImage is the name of the image and the tag used for deploying
     bitwarden-sdk-server."""
+
+    external_secrets_version: str | None = None
+    """externalSecretsVersion is the version of external-secrets in effect (set together
+    with externalSecretsImage, once a pass has applied every object)."""
+
+    bitwarden_sdk_server_version: Annotated[
+        str | None, Field(alias="bitwardenSDKServerVersion")
+    ] = None
+    """bitwardenSDKServerVersion is the version of bitwarden-sdk-server in effect, while the
+    bitwarden provider is enabled."""
+
+    operand_namespace: str | None = None
+    """operandNamespace is the namespace the operator installs the operand into
+    (spec.controllerConfig.namespace, default external-secrets)."""
+
+    failure: Failure | None = None
+    """failure describes what made the last pass fail; absent once a pass succeeds."""
 
 
 class ExternalSecretsConfig(ApiModel):
@@ -389,17 +504,22 @@ class GlobalConfig(CommonConfigs):
         Field(min_length=0, max_length=20),
         Schema(map_type="granular", rules=rules.USER_LABEL_KEYS),
     ] = None
-    """labels to apply to all resources created by the operator."""
+    """labels to apply to all resources created by the operator: at most 20, valid label keys
+    and values, not the operator's own keys; the ExternalSecretsConfig's controllerConfig.labels
+    win for the same key. Default: none."""
 
 
 class Feature(ApiModel):
     """Feature is for enabling the optional features."""
 
     name: str
-    """name of the optional feature."""
+    """name of the optional feature. This version of the operator has none: any name is
+    reported as UnknownFeature in the status entry external-secrets-manager and has no
+    effect. Required, no default."""
 
     enabled: BoolString
-    """enabled indicates whether the feature is active."""
+    """enabled indicates whether the feature is active: "true" or "false". Required, no
+    default."""
 
 
 class ExternalSecretsManagerSpec(ApiModel):
@@ -408,12 +528,14 @@ class ExternalSecretsManagerSpec(ApiModel):
 
     global_config: GlobalConfig | None = None
     """globalConfig is for configuring the behavior of deployments that are managed
-    by external secrets-operator."""
+    by external secrets-operator: defaults for every operand setting that the
+    ExternalSecretsConfig's appConfig does not set itself. Default: none."""
 
     features: Annotated[
         list[Feature] | None, Schema(list_type="map", list_map_keys=("name",))
     ] = None
-    """features is for enabling the optional operator features."""
+    """features is for enabling the optional operator features, one entry per name. Default:
+    none."""
 
 
 class Condition(ApiModel):
@@ -427,6 +549,13 @@ class Condition(ApiModel):
 
     message: str
     """message provides details about the state."""
+
+    reason: str | None = None
+    """reason is a CamelCase word for the condition's last transition, as in the
+    ExternalSecretsConfig's conditions."""
+
+    last_transition_time: Annotated[str | None, Schema(fmt="date-time")] = None
+    """lastTransitionTime is the last time the condition's status changed."""
 
 
 class ControllerStatus(ApiModel):
@@ -458,6 +587,10 @@ class ExternalSecretsManagerStatus(ApiModel):
     last_transition_time: Annotated[str | None, Schema(fmt="date-time")] = None
     """lastTransitionTime is the last time the condition transitioned from one status to
     another."""
+
+    controllers_ready: str | None = None
+    """controllersReady says how many of the operator's controllers are Ready, as
+    "ready/total" (for example "3/3")."""
 
 
 class ExternalSecretsManager(ApiModel):

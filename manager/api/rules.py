@@ -48,6 +48,38 @@ def _label_key_rule() -> Rule:
     )
 
 
+# --- one-way settings: the way out -----------------------------------------------------------
+
+# Deleting the ExternalSecretsConfig stops management and leaves the operand running; a new one
+# takes the same objects over (they are the operator's), so re-creating it is how a one-way
+# setting changes. Each seed rule keeps its exact message; a companion rule with the same
+# expression adds this, so the API server's answer names both.
+_RECREATE = ("delete the ExternalSecretsConfig (the operand keeps running, unmanaged) and "
+             "create it again")
+WAY_OUT_NAMESPACE = (
+    f"to move the operand to another namespace, {_RECREATE} with the new namespace: the "
+    "operator installs the operand there and removes what it created in the old namespace "
+    "(the Namespace itself stays)"
+)
+WAY_OUT_CERT_MANAGER = (
+    f"to switch between cert-manager and the built-in cert-controller, {_RECREATE} with the "
+    "certManagerConfig you want: the operator moves the webhook certificate to the new source "
+    "and removes the old one's objects"
+)
+WAY_OUT_ISSUER = (
+    f"to use another issuer, {_RECREATE} with the new issuerRef: cert-manager then issues the "
+    "webhook certificate from it"
+)
+
+
+def _way_out(message: str) -> Rule:
+    """The companion of a seed's `self == oldSelf` rule. Written the other way round: the API
+    server keys a field's rules by their expression, so two equal ones cannot coexist."""
+    return Rule(rule="oldSelf == self", message=message, origin="added",
+                note="Says how to change this one-way setting; the seed's rule `self == "
+                     "oldSelf` on the same field keeps its exact message.")
+
+
 # --- roots ----------------------------------------------------------------------------------
 
 ESC_SINGLETON = Rule(  # SEED
@@ -80,12 +112,12 @@ NAMESPACE_ADDED_OR_REMOVED = Rule(
         f"({_has_controller_config('self')} ? {_default_namespace('self')} "
         f": {_default_namespace('oldSelf')})"
     ),
-    message="namespace can only be configured during creation",
+    message=f"namespace can only be configured during creation; {WAY_OUT_NAMESPACE}",
     origin="added",
     note=(
         "The seed's controllerConfig rules only run when the old and the new object both have "
         "a controllerConfig; adding one later with another namespace, or removing one that "
-        "names another namespace, would move the operand. Reuses the seed's message."
+        "names another namespace, would move the operand. Starts with the seed's message."
     ),
 )
 
@@ -98,7 +130,8 @@ CERT_MANAGER_NOT_REMOVABLE = Rule(
         f"has({_OLD_CM}) && {_OLD_CM}.enabled == 'true') || "
         "(has(self.spec) && has(self.spec.appConfig) && has(self.spec.appConfig.certManagerConfig))"
     ),
-    message="certManagerConfig cannot be removed once enabled is set to 'true'",
+    message=("certManagerConfig cannot be removed once enabled is set to 'true'; "
+             f"{WAY_OUT_CERT_MANAGER}"),
     origin="added",
     note=(
         "The seed says cert-manager cannot be disabled once enabled; `enabled` is immutable, "
@@ -163,12 +196,14 @@ CERT_MANAGER_CONFIG = (
     ),
 )
 
-ENABLED_IMMUTABLE = (  # SEED
-    Rule(rule="self == oldSelf", message="enabled is immutable once set"),
+ENABLED_IMMUTABLE = (
+    Rule(rule="self == oldSelf", message="enabled is immutable once set"),  # SEED
+    _way_out(WAY_OUT_CERT_MANAGER),
 )
 
 ISSUER_REF = (
     Rule(rule="self == oldSelf", message="issuerRef is immutable once set"),  # SEED
+    _way_out(WAY_OUT_ISSUER),
     # SEED, guarded with has(): kind and group are optional.
     Rule(
         rule=(
@@ -198,8 +233,9 @@ CONTROLLER_CONFIG = (  # SEED
     ),
 )
 
-NAMESPACE_IMMUTABLE = (  # SEED
-    Rule(rule="self == oldSelf", message="namespace is immutable once set"),
+NAMESPACE_IMMUTABLE = (
+    Rule(rule="self == oldSelf", message="namespace is immutable once set"),  # SEED
+    _way_out(WAY_OUT_NAMESPACE),
 )
 
 # Added: a namespace that is not a DNS label can never be created.

@@ -38,21 +38,27 @@ def register(subparsers: Any) -> None:
         help="print the operand objects for an ExternalSecretsConfig (and ExternalSecretsManager)",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
+    add_spec_arguments(parser, esm_help="the ExternalSecretsManager, for its globalConfig",
+                       env_help="a variable of the operator's environment, e.g. "
+                                "HTTP_PROXY=http://proxy:3128 (repeatable)")
+    parser.set_defaults(func=run)
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser, *, esm_help: str,
+                       env_help: str) -> None:
+    """-f ESC_FILE, --esm ESM_FILE and --env NAME=VALUE (render and plan)."""
     parser.add_argument("-f", "--filename", required=True, type=Path, metavar="ESC_FILE",
                         help="the ExternalSecretsConfig (YAML or JSON; '-' reads stdin)")
-    parser.add_argument("--esm", type=Path, metavar="ESM_FILE",
-                        help="the ExternalSecretsManager, for its globalConfig")
+    parser.add_argument("--esm", type=Path, metavar="ESM_FILE", help=esm_help)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a variable of the operator's environment, e.g. "
-                             "HTTP_PROXY=http://proxy:3128 (repeatable)")
-    parser.set_defaults(func=run)
+                        help=env_help)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         esc = _load(args.filename, ExternalSecretsConfig, constants.ESC_KIND)
         esm = _load(args.esm, ExternalSecretsManager, constants.ESM_KIND) if args.esm else None
-        environment = OperatorEnvironment.from_environ(_environment(args.env))
+        environment = OperatorEnvironment.from_environ(environment_pairs(args.env))
         config = effective_config(esc.spec, esm.spec if esm else None, environment)
     except (InputError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -71,7 +77,7 @@ def dump_objects(objects: Iterable[Mapping[str, Any]]) -> str:
                          explicit_start=True, allow_unicode=False, width=100)
 
 
-def _environment(pairs: list[str]) -> dict[str, str]:
+def environment_pairs(pairs: list[str]) -> dict[str, str]:
     environment = {}
     for pair in pairs:
         name, separator, value = pair.partition("=")
@@ -88,7 +94,8 @@ def _read(path: Path) -> str:
         raise InputError(f"{path}: {error.strerror}") from None
 
 
-def _load(path: Path, model: type[_Model], kind: str) -> _Model:
+def load_document(path: Path, kind: str) -> dict[str, Any]:
+    """One object of `kind` named `cluster` (or unnamed) from a YAML or JSON file."""
     try:
         document = yaml.safe_load(_read(path))
     except yaml.YAMLError as error:
@@ -101,6 +108,11 @@ def _load(path: Path, model: type[_Model], kind: str) -> _Model:
     if name != constants.SINGLETON_NAME:
         raise InputError(f"{path}: metadata.name: {kind} is a singleton, .metadata.name must "
                          f"be '{constants.SINGLETON_NAME}'")
+    return document
+
+
+def _load(path: Path, model: type[_Model], kind: str) -> _Model:
+    document = load_document(path, kind)
     try:
         return model.model_validate(document)
     except pydantic.ValidationError as error:

@@ -7,11 +7,42 @@ from typing import Any
 
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
 
+ENVIRONMENT = """\
+environment variables it reads (OLM's Deployment sets them; none is required):
+  RELATED_IMAGE_EXTERNAL_SECRETS      image of the controller, webhook and cert-controller
+                                      (default: the pinned image; empty: none available)
+  RELATED_IMAGE_BITWARDEN_SDK_SERVER  image of bitwarden-sdk-server (needed only when the
+                                      ExternalSecretsConfig enables bitwarden)
+  OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION, BITWARDEN_SDK_SERVER_IMAGE_VERSION
+                                      versions for the app.kubernetes.io/version labels and
+                                      status.externalSecretsVersion
+  HTTP_PROXY, HTTPS_PROXY, NO_PROXY   the cluster proxy (OLM injects it); the operand gets it
+                                      unless the ExternalSecretsConfig or the
+                                      ExternalSecretsManager sets a proxy
+  OPERATOR_IMAGE_VERSION              the operator's version, for the start-up line and the
+                                      ExternalSecretsManager it creates
+  POD_NAMESPACE                       the operator's own namespace (the operand may not use it)
+  POD_NAME                            reportingInstance of its Events (default: the host name)
+  KUBECONFIG                          credentials when --kubeconfig is not given (files
+                                      separated by ":", merged as kubectl does)
+  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT
+                                      the API server in a pod (set by the kubelet), with the
+                                      service account's token
+
+The first two log lines (action=start, action=settings) say what is in effect. Events about
+ExternalSecretsConfig/cluster are in the namespace `default`: kubectl describe esc cluster.
+"""
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run the operator against $KUBECONFIG (or the in-cluster service account)",
+        description="Run the operator in the foreground until SIGINT or SIGTERM. It watches\n"
+        "ExternalSecretsConfig/cluster and ExternalSecretsManager/cluster and keeps the\n"
+        "external-secrets operand as they say (docs/operations.md).",
+        epilog=ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "

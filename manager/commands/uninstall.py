@@ -85,10 +85,11 @@ def print_plan(plan: UninstallPlan, out: TextIO) -> None:
         print(f"\nObjects the operator created ({count}), in deletion order:", file=out)
         for candidate in (*plan.objects, *plan.namespaces):
             print(f"  {candidate.ref}", file=out)
-    if plan.esc_exists and not plan.empty:
-        print("\nWhile ExternalSecretsConfig/cluster exists the operator re-creates what is "
-              "deleted: delete it first (that leaves the operand in place); --yes refuses "
-              "otherwise, unless --force.", file=out)
+    if plan.esc_manages and not plan.empty:
+        print("\nWhile ExternalSecretsConfig/cluster exists and is Managed, the operator "
+              "re-creates what is deleted: delete it first (that leaves the operand in place), "
+              "or set its spec.managementState to Removed; --yes refuses otherwise, unless "
+              "--force.", file=out)
     if plan.kept:
         print("\nKept:", file=out)
         for kept in plan.kept:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from manager.apply.discovery import Discovery
 from manager.config import ESC_APP, EffectiveConfig
+from manager.controllers.crd_annotator import OPERAND_CRD_LABEL
 from manager.controllers.watches import WatchSpec
 from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
@@ -39,13 +40,18 @@ CRD_KIND = "CustomResourceDefinition"
 
 
 class MissingDependencyError(Exception):
-    """The spec cannot work in this cluster as it is; the administrator must act."""
+    """The spec cannot work in this cluster as it is; the administrator must act.
 
-    def __init__(self, reason: str, field: str, message: str):
+    `subject` names the object that is missing or wrong, `inspect` the command that shows
+    what there is (for status.failure)."""
+
+    def __init__(self, reason: str, field: str, message: str, *, subject: str, inspect: str):
         super().__init__(f"{field}: {message}")
         self.reason = reason
         self.field = field
         self.message = message
+        self.subject = subject
+        self.inspect = inspect
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,8 @@ class Preflight:
                 f"the operand's CRDs {', '.join(missing)} are not installed, and external-secrets "
                 "cannot start without them. They ship in the operator's bundle: reinstall the "
                 "operator through OLM (or apply them); the operator continues by itself once "
-                "they exist")
+                "they exist", subject=f"CustomResourceDefinition {missing[0]}",
+                inspect=f"kubectl get crd -l {OPERAND_CRD_LABEL}")
 
     async def missing_operating_namespace(self, config: EffectiveConfig,
                                           ) -> MissingDependencyError | None:
@@ -87,7 +94,8 @@ class Preflight:
             "OperatingNamespaceNotFound", f"{ESC_APP}.operatingNamespace",
             f'namespace "{namespace}" does not exist. Create it, or set operatingNamespace to '
             "an existing namespace; the controller's Role and RoleBinding go there. Everything "
-            "else is installed, and the controller watches nothing until then")
+            "else is installed, and the controller watches nothing until then",
+            subject=f"Namespace {namespace}", inspect="kubectl get namespaces")
 
     async def _check_cert_manager(self, config: EffectiveConfig) -> None:
         settings = config.cert_manager
@@ -104,37 +112,45 @@ class Preflight:
                     "CertManagerNotInstalled", f"{field}.enabled",
                     f'is "true", but cert-manager is not installed: the API server does not '
                     f"serve {CERT_MANAGER_CRDS[kind]} ({CERT_MANAGER_API}). Install "
-                    "cert-manager; the operator continues by itself once its CRDs exist")
+                    "cert-manager; the operator continues by itself once its CRDs exist",
+                    subject=f"CustomResourceDefinition {CERT_MANAGER_CRDS[kind]}",
+                    inspect=f"kubectl get crd {CERT_MANAGER_CRDS[kind]}")
         resource = await self.discovery.require(CERT_MANAGER_API, settings.issuer_kind)
         name = settings.issuer_name or ""
         namespace = config.namespace if resource.namespaced else None
         found = await self.kube.get(resource.object_path(name, namespace), accept=PARTIAL_METADATA)
         if found is None:
             where = f' in namespace "{namespace}"' if namespace else ""
+            listing = f"{settings.issuer_kind.lower()}s" + (f" -n {namespace}" if namespace else "")
             raise MissingDependencyError(
                 "IssuerNotFound", f"{field}.issuerRef",
                 f'{settings.issuer_kind} "{name}" not found{where}. Create it (issuerRef is '
                 "immutable); until then the built-in cert-controller keeps serving the webhook "
-                "certificate and nothing is removed")
+                "certificate and nothing is removed",
+                subject=f"{settings.issuer_kind} {f'{namespace}/' if namespace else ''}{name}",
+                inspect=f"kubectl get {listing}")
 
     async def _check_bitwarden_secret(self, config: EffectiveConfig) -> None:
         name = config.bitwarden.tls_secret_name or ""
+        namespace = config.namespace
         field = f"{ESC_APP}.bitwardenSecretManagerProvider.secretRef.name"
-        keys = await self._secret_keys(f"/api/v1/namespaces/{config.namespace}/secrets/{name}")
+        keys = await self._secret_keys(f"/api/v1/namespaces/{namespace}/secrets/{name}")
         if keys is None:
             raise MissingDependencyError(
                 "BitwardenSecretNotFound", field,
-                f'Secret "{name}" not found in namespace "{config.namespace}". Create it with the '
-                "keys tls.crt, tls.key and ca.crt, or remove secretRef to have cert-manager issue "
-                "the certificate")
+                f'Secret "{name}" not found in namespace "{namespace}". Create it with the keys '
+                f"tls.crt, tls.key and ca.crt, {_bitwarden_alternative(config)}",
+                subject=f"Secret {namespace}/{name}", inspect=f"kubectl get secrets -n {namespace}")
         missing = [key for key in BITWARDEN_TLS_KEYS if key not in keys]
         if missing:
             raise MissingDependencyError(
                 "BitwardenSecretInvalid", field,
-                f'Secret "{name}" in namespace "{config.namespace}" has no {", ".join(missing)}: '
+                f'Secret "{name}" in namespace "{namespace}" has no {", ".join(missing)}: '
                 "bitwarden-sdk-server mounts tls.crt (its certificate), tls.key (its private key) "
                 "and ca.crt (the CA that signed it). Add the missing keys to the Secret; the "
-                "operator continues by itself once they are there")
+                "operator continues by itself once they are there",
+                subject=f"Secret {namespace}/{name}",
+                inspect=f"kubectl describe secret -n {namespace} {name}")  # key names, no values
 
     async def _secret_keys(self, path: str) -> frozenset[str] | None:
         """The key names of a Secret (None if it does not exist). Kubernetes cannot list a
@@ -145,6 +161,16 @@ class Preflight:
         keys = frozenset(secret.get("data") or {}) | frozenset(secret.get("stringData") or {})
         secret.clear()
         return keys
+
+
+def _bitwarden_alternative(config: EffectiveConfig) -> str:
+    """The other way out, only one the API server accepts: removing secretRef is refused
+    without cert-manager, and cert-manager cannot be switched on once certManagerConfig says
+    "false" (enabled is immutable)."""
+    if config.cert_manager.enabled:
+        return "or remove secretRef to have cert-manager issue the certificate"
+    return ('or switch bitwarden off (bitwardenSecretManagerProvider.enabled: "false") until '
+            "the Secret exists")
 
 
 def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:

@@ -28,6 +28,10 @@ SCHEDULING_FIELDS = ("spec.appConfig.nodeSelector, affinity and tolerations (or 
 class Problem:
     reason: str
     message: str
+    subject: str = ""
+    """The object at fault ("Deployment ns/name")."""
+    inspect: str = ""
+    """The command that shows more about it."""
 
 
 @dataclass(frozen=True)
@@ -77,15 +81,22 @@ def deployment_readiness(deployment: JsonObject, pods: Sequence[JsonObject]) -> 
         return Readiness(problems=(Problem(
             "DeploymentProgressDeadlineExceeded",
             f"{where} did not become available within its progress deadline: "
-            f"{progressing.get('message', '')}{pods_summary(pods)}"),))
+            f"{progressing.get('message', '')}{pods_summary(pods)}",
+            where, _describe("deployment", deployment)),))
     unschedulable = [pod for pod in pods if _unschedulable(pod)]
     if unschedulable:
         scheduled = _condition(unschedulable[0], "PodScheduled") or {}
         return Readiness(problems=(Problem(
             "PodsUnschedulable",
             f"{where}: pod {_where(unschedulable[0])} cannot be scheduled: "
-            f"{scheduled.get('message', '')}. Check {SCHEDULING_FIELDS}"),))
+            f"{scheduled.get('message', '')}. Check {SCHEDULING_FIELDS}",
+            f"Pod {_where(unschedulable[0])}", _describe("pod", unschedulable[0])),))
     return Readiness(awaited=(f"{where}: {_rollout(deployment)}{pods_summary(pods)}",))
+
+
+def _describe(kind: str, obj: JsonObject) -> str:
+    meta = obj.get("metadata", {})
+    return f"kubectl describe {kind} -n {meta.get('namespace')} {meta.get('name')}"
 
 
 def _rollout(deployment: JsonObject) -> str:

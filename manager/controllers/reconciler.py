@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from manager import __version__
-from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import (
     MANAGED_SELECTOR,
+    Action,
     Applier,
     Discovery,
     ForeignObjectsError,
@@ -35,11 +35,10 @@ from manager.apply import (
 )
 from manager.apply.cache import ObjectCache
 from manager.config import (
-    ESM_GLOBAL,
     ConfigError,
     EffectiveConfig,
     OperatorEnvironment,
-    effective_config,
+    config_of_objects,
 )
 from manager.constants import (
     API_VERSION,
@@ -51,10 +50,18 @@ from manager.constants import (
     OPERATOR_NAME,
     SINGLETON_NAME,
 )
-from manager.controllers import readiness, status
+from manager.controllers import esm_status, readiness, status
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
-from manager.controllers.events import EventRecorder, now_rfc3339
+from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
+from manager.controllers.failures import failed_outcome
+from manager.controllers.management_outcomes import (
+    Drift,
+    drift_of,
+    removal_outcome,
+    unmanaged_outcome,
+)
+from manager.controllers.pass_events import Before, pass_events
 from manager.controllers.preflight import (
     CRD_API_VERSION,
     CRD_KIND,
@@ -65,9 +72,12 @@ from manager.controllers.preflight import (
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
+from manager.logs import brief
+from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +98,7 @@ class PassReport:
     @property
     def needs_retry(self) -> bool:
         return self.annotator_failed or (
-            self.outcome is not None and self.outcome.kind is not OutcomeKind.READY)
+            self.outcome is not None and not self.outcome.kind.settled)
 
 
 def esm_default_object() -> JsonObject:
@@ -138,6 +148,7 @@ class Reconciler:
         self.facts = ClusterFacts(kube)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
+        self._converged: EffectiveConfig | None = None  # of the last pass that applied all
         self._watches: frozenset[WatchSpec] = frozenset()
 
     # --- the pass -----------------------------------------------------------------------
@@ -151,14 +162,67 @@ class Reconciler:
             return PassReport(None, self._watches)
         self._managing_uid = esc["metadata"]["uid"]
         writes: list[ObjectResult] = []
-        outcome, config, annotator = await self._converge(esc, esm, writes)
-        images = None
-        if config is not None and outcome.applied:
-            images = (config.images.external_secrets,
-                      config.images.bitwarden_sdk_server if config.bitwarden.enabled else None)
-        await self._write_esc_status(esc, outcome, images)
+        annotator: AnnotatorReport | ApiError | None = None
+        state, cause = management_state(esc), None
+        if state == UNMANAGED:
+            outcome, config = await self._observe(esc, esm)
+        elif state == REMOVED:
+            outcome, config = await self._remove(esc, writes), None
+            cause = "managementState is Removed"
+        else:
+            outcome, config, annotator = await self._converge(esc, esm, writes)
+        await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
         await self._write_esm_status(esm, esc, outcome, annotator, config)
+        await self._post_events(esc, outcome, writes, config, cause)
         return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
+
+    async def _post_events(self, esc: JsonObject, outcome: Outcome,
+                           writes: Sequence[ObjectResult], config: EffectiveConfig | None,
+                           cause: str | None) -> None:
+        for event in pass_events(writes, outcome, Before.of(esc), self._converged, config,
+                                 cause=cause):
+            await self.events.post(esc, event)
+        if config is not None and outcome.applied:
+            self._converged = config
+
+    async def _observe(self, esc: JsonObject, esm: JsonObject,
+                       ) -> tuple[Outcome, EffectiveConfig | None]:
+        """managementState Unmanaged: read what a pass would write, report the difference,
+        write nothing. The watches stay, so drift is reported as it happens."""
+        try:
+            config = await self.facts.complete(self._effective_config(esc, esm))
+            desired = render_operand(config)
+            self._watches = frozenset(child_watches(desired) | dependency_watches(config))
+            drift = [found for obj in desired.objects() if (found := await self._drift_of(obj))]
+            keep = [ObjectRef.of(obj) for obj in desired.objects()]
+            drift += [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
+                      for _, obj in await self.pruner.find_unwanted(desired.kinds(), keep)]
+        except (ConfigError, ObjectError, ApiError) as problem:
+            self._forget_apis(problem)
+            return failed_outcome(problem), None
+        return unmanaged_outcome(drift), config
+
+    async def _drift_of(self, desired: JsonObject) -> Drift | None:
+        try:
+            return drift_of(await self.applier.read(desired))
+        except TerminatingObjectError as deleting:
+            return Drift(deleting.ref, "is being deleted")
+
+    async def _remove(self, esc: JsonObject, writes: list[ObjectResult]) -> Outcome:
+        """managementState Removed: delete what the operator created (Namespaces aside, see
+        manager.uninstall), release the CRD annotations, and say what is left."""
+        self._watches = frozenset()
+        self._converged = None  # what comes back is a new installation
+        try:
+            plan = await plan_uninstall(self.kube, namespaces=False)
+            report = await execute_uninstall(self.kube, plan, force=True)
+            writes.extend(ObjectResult(ref, Action.DELETED) for ref in report.deleted)
+            released = await self.annotator.reconcile(False, operand_namespace_of(esc))
+            writes.extend(released.results)
+            left = await plan_uninstall(self.kube, namespaces=False)
+        except ApiError as error:
+            return failed_outcome(error)
+        return removal_outcome(report, left)
 
     async def ensure_esm(self) -> JsonObject:
         """The ESM, created with defaults (and the reference's labels) if missing."""
@@ -182,7 +246,7 @@ class Reconciler:
         try:
             config = self._effective_config(esc, esm)
         except ConfigError as error:
-            return _config_outcome(error), None, None
+            return failed_outcome(error), None, None
         try:
             config = await self.facts.complete(config)
             desired = render_operand(config)
@@ -194,28 +258,24 @@ class Reconciler:
             observed = await self.applier.read_all(desired.objects())
             _check_ownership(observed, config)
             # A Namespace the operator did not create is used as it is (never adopted).
-            await self._write(esc, [o for o in observed
+            await self._write([o for o in observed
                                     if o.ref.kind == "Namespace" and not o.foreign], writes)
             await self.preflight.check(config)
             # A missing operating namespace holds back only what goes into it.
             deferred = await self.preflight.missing_operating_namespace(config)
-            applied = await self._write(esc, [
+            applied = await self._write([
                 o for o in observed if o.ref.kind != "Namespace"
                 and (deferred is None or o.ref.namespace != config.operating_namespace)], writes)
             if deferred is not None:  # degraded: nothing is deleted
                 raise deferred
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
-            await self._prune(esc, desired, writes, held)
-        except (MissingDependencyError, ForeignObjectsError) as problem:
-            return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem)), config, None
-        except TerminatingObjectError as waiting:
-            return Outcome(OutcomeKind.RETRYING, "ObjectTerminating", str(waiting)), config, None
-        except ObjectError as error:
-            return self._api_outcome(error.error, str(error)), config, None
-        except ApiError as error:
-            return self._api_outcome(error, str(error)), config, None
-        annotator = await self._annotate(esc, config, writes)
+            await self._prune(desired, writes, held)
+        except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
+                ObjectError, ApiError) as problem:
+            self._forget_apis(problem)
+            return failed_outcome(problem), config, None
+        annotator = await self._annotate(config, writes)
         return _operand_outcome(config, operand, len(observed)), config, annotator
 
     async def _operand_readiness(self, config: EffectiveConfig,
@@ -258,17 +318,9 @@ class Reconciler:
         return await self.kube.get(secret, accept=PARTIAL_METADATA) is None
 
     def _effective_config(self, esc: JsonObject, esm: JsonObject) -> EffectiveConfig:
-        try:
-            esc_spec = ExternalSecretsConfigSpec.model_validate(esc.get("spec") or {})
-        except ValidationError as error:
-            raise ConfigError(_first_location("spec", error), _first_message(error)) from None
-        try:
-            esm_spec = ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
-        except ValidationError as error:
-            raise ConfigError(_first_location("spec", error), _first_message(error)) from None
-        return effective_config(esc_spec, esm_spec, self.environment)
+        return config_of_objects(esc, esm, self.environment)
 
-    async def _write(self, esc: JsonObject, objects: Sequence[Observed],
+    async def _write(self, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
         results = []
         for observed in objects:
@@ -276,21 +328,18 @@ class Reconciler:
             results.append(result)
             if result.wrote:
                 writes.append(result)
-                await self.events.object_changed(esc, result)
         return results
 
-    async def _prune(self, esc: JsonObject, desired: DesiredState,
+    async def _prune(self, desired: DesiredState,
                      writes: list[ObjectResult], cert_controller_held: bool) -> None:
         keep = [ObjectRef.of(obj) for obj in desired.objects()]
         unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
         for resource, obj in unwanted:
             if cert_controller_held and _component_app(obj) == CERT_CONTROLLER_APP:
                 continue
-            result = await self.pruner.delete(resource, obj)
-            writes.append(result)
-            await self.events.object_changed(esc, result)
+            writes.append(await self.pruner.delete(resource, obj))
 
-    async def _annotate(self, esc: JsonObject, config: EffectiveConfig,
+    async def _annotate(self, config: EffectiveConfig,
                         writes: list[ObjectResult]) -> AnnotatorReport | ApiError:
         """The CRD annotator's share of the pass; its failure does not fail the operand."""
         try:
@@ -299,9 +348,7 @@ class Reconciler:
         except ApiError as error:
             logger.warning("action=annotate-crds result=error error=%r", str(error))
             return error
-        for result in report.results:
-            writes.append(result)
-            await self.events.object_changed(esc, result)
+        writes.extend(report.results)
         return report
 
     async def _esc_absent(self, esc: JsonObject | None, esm: JsonObject) -> None:
@@ -311,41 +358,49 @@ class Reconciler:
                         "deleted: the operand is left in place and no longer reconciled")
             await self.events.post(esc or {"metadata": {"name": SINGLETON_NAME,
                                                         "uid": self._managing_uid}},
-                                   "Normal", "ManagementStopped", status.ESC_DELETED_MESSAGE)
+                                   EventSpec("Normal", "ManagementStopped",
+                                             status.ESC_DELETED_MESSAGE, "StopManaging"))
             self._managing_uid = None
             message = status.ESC_DELETED_MESSAGE
         else:
-            previous = _entry_message(esm, status.CONTROLLER_ESC)
+            previous = esm_status.entry_message(esm, status.CONTROLLER_ESC)
             message = (status.ESC_DELETED_MESSAGE if previous == status.ESC_DELETED_MESSAGE
                        else status.ESC_MISSING_MESSAGE)
         # Not Ready, but not Degraded either: nothing is wrong, there is nothing to manage.
+        reason = ("ExternalSecretsConfigDeleted" if message == status.ESC_DELETED_MESSAGE
+                  else "NoExternalSecretsConfig")
         unmanaged = ControllerState(status.CONTROLLER_ESC, (
-            status.Condition("Ready", "False", "", message),
-            status.Condition("Degraded", "False", "", ""),
-            status.Condition("Progressing", "False", "", "")), None)
-        annotator = (_previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
-                     or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
+            status.Condition("Ready", "False", reason, message),
+            status.Condition("Degraded", "False", "AsExpected", ""),
+            status.Condition("Progressing", "False", reason, "")), None)
+        annotator = (esm_status.previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
+                     or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True, "Inactive",
                                             "inactive: no ExternalSecretsConfig", None))
-        await self._patch_esm_status(esm, [unmanaged, _esm_state(esm, None), annotator])
+        await self._patch_esm_status(esm, [unmanaged, esm_status.manager_state(esm, None, None),
+                                           annotator])
 
-    def _api_outcome(self, error: ApiError, text: str) -> Outcome:
-        if error.not_found:
+    def _forget_apis(self, problem: Exception) -> None:
+        """An API that answers 404 may have gone: look the kinds up again next pass."""
+        error = problem.error if isinstance(problem, ObjectError) else problem
+        if isinstance(error, ApiError) and error.not_found:
             self.discovery.invalidate()
-        return _api_outcome(error, text)
 
     # --- status -------------------------------------------------------------------------
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
-                                images: tuple[str | None, str | None] | None) -> None:
+                                fields: Mapping[str, object]) -> None:
         patch = status.esc_status_update(esc.get("status") or {}, outcome,
-                                         esc["metadata"].get("generation"), images,
+                                         esc["metadata"].get("generation"), fields,
                                          now_rfc3339())
         if patch is None:
             return
         await self.kube.merge_patch(f"{ESC_PATH}/status", {"status": patch},
                                     field_manager=FIELD_MANAGER)
-        logger.info("action=status kind=ExternalSecretsConfig name=%s outcome=%s reason=%s "
-                    "message=%r", SINGLETON_NAME, outcome.kind, outcome.reason, outcome.message)
+        level = logging.WARNING if outcome.kind in (OutcomeKind.DEGRADED,
+                                                    OutcomeKind.RETRYING) else logging.INFO
+        logger.log(level, "action=status kind=ExternalSecretsConfig name=%s outcome=%s "
+                   "reason=%s message=%r", SINGLETON_NAME, outcome.kind, outcome.reason,
+                   brief(outcome.message))
 
     async def _write_esm_status(self, esm: JsonObject, esc: JsonObject, outcome: Outcome,
                                 annotator: AnnotatorReport | ApiError | None,
@@ -354,8 +409,8 @@ class Reconciler:
         esc_state = ControllerState(status.CONTROLLER_ESC, outcome.conditions(), generation)
         global_problem = (outcome.message if outcome.kind is OutcomeKind.DEGRADED
                           and outcome.reason == "InvalidGlobalConfig" else None)
-        states = [esc_state, _esm_state(esm, global_problem),
-                  _annotator_state(esm, annotator, config)]
+        states = [esc_state, esm_status.manager_state(esm, global_problem, config),
+                  esm_status.annotator_state(esm, annotator, config)]
         await self._patch_esm_status(esm, states)
 
     async def _patch_esm_status(self, esm: JsonObject, states: Sequence[ControllerState]) -> None:
@@ -396,8 +451,10 @@ def _ca_bundle_source(config: EffectiveConfig) -> str:
 def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
                      count: int) -> Outcome:
     if operand.problems:
-        return Outcome(OutcomeKind.DEGRADED, operand.problems[0].reason,
-                       "; ".join(problem.message for problem in operand.problems), True)
+        first = operand.problems[0]
+        return Outcome(OutcomeKind.DEGRADED, first.reason,
+                       "; ".join(problem.message for problem in operand.problems), True,
+                       status.Failure(first.inspect, first.subject))
     if operand.awaited:
         return Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand",
                        f"all {count} objects are applied; waiting for "
@@ -415,79 +472,5 @@ def _operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:
     return {WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL)}
 
 
-def _config_outcome(error: ConfigError) -> Outcome:
-    if error.field.startswith(ESM_GLOBAL):
-        return Outcome(OutcomeKind.DEGRADED, "InvalidGlobalConfig",
-                       f"ExternalSecretsManager cluster {error.field}: {error.message}")
-    if error.field.startswith("env."):
-        return Outcome(OutcomeKind.DEGRADED, "InvalidOperatorEnvironment",
-                       f"operator Deployment {error.field}: {error.message}")
-    return Outcome(OutcomeKind.DEGRADED, "InvalidConfiguration", str(error))
-
-
-def _api_outcome(error: ApiError, text: str) -> Outcome:
-    if error.transient or error.not_found:  # not found: an API went away mid-pass
-        return Outcome(OutcomeKind.RETRYING, "APIError", text)
-    if error.status in (401, 403):
-        return Outcome(OutcomeKind.DEGRADED, "Forbidden",
-                       f"{text}. The operator's ServiceAccount lacks a permission: install the "
-                       "RBAC shipped with the operator (manifests/operator/rbac.yaml)")
-    return Outcome(OutcomeKind.DEGRADED, "ApplyRejected",
-                   f"{text}. The API server rejected the object; check the fields of the "
-                   "ExternalSecretsConfig that shape it")
-
-
-def _first_location(prefix: str, error: ValidationError) -> str:
-    location = error.errors()[0]["loc"] if error.errors() else ()
-    return ".".join([prefix, *(str(part) for part in location)])
-
-
 def _first_message(error: ValidationError) -> str:
     return error.errors()[0]["msg"] if error.errors() else str(error)
-
-
-def _entries(esm: JsonObject) -> dict[str, JsonObject]:
-    entries = (esm.get("status") or {}).get("controllerStatuses") or []
-    return {entry.get("name", ""): entry for entry in entries}
-
-
-def _entry_message(esm: JsonObject, name: str) -> str | None:
-    entry = _entries(esm).get(name)
-    for condition in (entry or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return str(condition.get("message", ""))
-    return None
-
-
-def _previous_state(esm: JsonObject, name: str) -> ControllerState | None:
-    entry = _entries(esm).get(name)
-    if entry is None:
-        return None
-    conditions = tuple(status.Condition(c.get("type", ""), c.get("status", ""), "",
-                                        c.get("message", ""))
-                       for c in entry.get("conditions") or [])
-    return ControllerState(name, conditions, entry.get("observedGeneration"))
-
-
-def _esm_state(esm: JsonObject, problem: str | None) -> ControllerState:
-    generation = esm["metadata"].get("generation")
-    if problem is not None:
-        return status.simple_state(status.CONTROLLER_ESM, False, problem, generation)
-    return status.simple_state(
-        status.CONTROLLER_ESM, True,
-        "ExternalSecretsManager 'cluster' is observed: its globalConfig applies to every "
-        "managed object", generation)
-
-
-def _annotator_state(esm: JsonObject, report: AnnotatorReport | ApiError | None,
-                     config: EffectiveConfig | None) -> ControllerState:
-    if report is None or config is None:  # the pass did not get that far: keep what was said
-        return (_previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
-                or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False,
-                                       "waiting for a valid ExternalSecretsConfig", None))
-    if isinstance(report, ApiError):
-        return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False,
-                                   f"failed to annotate the operand CRDs, retrying: {report}",
-                                   None)
-    return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
-                               report.message(config.namespace), None)

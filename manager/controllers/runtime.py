@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from manager.apply import Discovery
@@ -47,7 +48,9 @@ from manager.controllers.queue import ReconcileQueue
 from manager.controllers.reconciler import PassReport, Reconciler
 from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
-from manager.kube import ApiError, Kube
+from manager.kube import ApiError, JsonObject, Kube
+from manager.logs import fields
+from manager.uninstall import ESC_PATH, operand_namespace_of
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
+_FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
+                   OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})
 TRANSIENT_BACKOFF = (1.0, 60.0)
 DEGRADED_BACKOFF = (10.0, 300.0)
 PROGRESSING_BACKOFF = (2.0, 30.0)
@@ -84,15 +89,18 @@ class PassSummary:
 class OperatorRuntime:
     def __init__(self, kube: Kube, environment: OperatorEnvironment,
                  resync_seconds: float = DEFAULT_RESYNC_SECONDS,
-                 events_namespace: str | None = None):
+                 startup: tuple[Mapping[str, object], Mapping[str, object]] = ({}, {})):
         self.kube = kube
         self.discovery = Discovery(kube)
         self.queue = ReconcileQueue()
         self.cache = ObjectCache()
         self.watcher = Watcher(kube, self.discovery, self._child_changed, self.cache)
         self.reconciler = Reconciler(kube, self.discovery, environment,
-                                     EventRecorder(kube, events_namespace), self.cache)
+                                     EventRecorder(kube), self.cache)
         self.resync_seconds = resync_seconds
+        self.startup = startup
+        """What the start-up lines report: who and where (the operand namespace is added
+        once read), then the settings in effect."""
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -102,6 +110,17 @@ class OperatorRuntime:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Say what runs where with which settings (the first log lines), create the ESM if
+        it is missing, and start the watches and the worker."""
+        esc: JsonObject | ApiError | None
+        try:
+            esc = await self.kube.get(ESC_PATH)
+        except ApiError as error:  # the first pass tries again
+            esc = error
+        identity, settings = self.startup
+        logger.info("action=start %s", fields({"operandNamespace": _operand_namespace(esc),
+                                                **identity}))
+        logger.info("action=settings %s", fields(settings))
         try:
             await self.reconciler.ensure_esm()
         except ApiError as error:  # the first pass tries again
@@ -143,10 +162,14 @@ class OperatorRuntime:
             number += 1
             started = time.monotonic()
             report = await self._run_pass()
-            result, writes = self._schedule_retry(report, "retry" in reasons)
-            logger.info("action=pass number=%d result=%s writes=%d seconds=%.3f reasons=%s",
-                        number, result, writes, time.monotonic() - started,
-                        ",".join(sorted(reasons)))
+            result, writes, retry = self._schedule_retry(report, "retry" in reasons)
+            # Anything but a pass that ends well, or waits for the operand to roll out, is a
+            # warning; its message is in the status and Events.
+            level = logging.INFO if result in _FINE else logging.WARNING
+            logger.log(level, "action=pass number=%d result=%s writes=%d seconds=%.3f%s "
+                       "reasons=%s", number, result, writes, time.monotonic() - started,
+                       f" retry_in={retry:.1f}s" if retry is not None else "",
+                       ",".join(sorted(reasons)))
             async with self.passes_done:
                 self.last_pass = PassSummary(number, time.monotonic(), result, writes)
                 self.passes_done.notify_all()
@@ -164,11 +187,13 @@ class OperatorRuntime:
             logger.exception("action=reconcile result=crash")
         return None
 
-    def _schedule_retry(self, report: PassReport | None, retrying: bool) -> tuple[str, int]:
+    def _schedule_retry(self, report: PassReport | None, retrying: bool,
+                        ) -> tuple[str, int, float | None]:
+        """The pass's result, its number of writes, and the delay of the retry scheduled."""
         if report is not None and not report.needs_retry:
             self._failures, self._failing_as = 0, None
-            result = report.outcome.kind.value if report.outcome else "Unmanaged"
-            return result, len(report.writes)
+            result = report.outcome.kind.value if report.outcome else "NoConfig"
+            return result, len(report.writes), None
         kind = (report.outcome.kind if report is not None and report.outcome is not None
                 else OutcomeKind.RETRYING)
         if kind is not self._failing_as:
@@ -179,9 +204,9 @@ class OperatorRuntime:
         delay = min(cap, first * 2 ** min(self._failures - 1, 16))
         self.queue.request_after(delay, "retry")
         if report is None:
-            return "Error", 0
-        result = report.outcome.kind.value if report.outcome else "Unmanaged"
-        return result, len(report.writes)
+            return "Error", 0, delay
+        result = report.outcome.kind.value if report.outcome else "NoConfig"
+        return result, len(report.writes), delay
 
     async def wait_for_pass(self, after: int = 0, timeout: float = 30.0) -> PassSummary:
         """The first pass numbered above `after` (for tests and the demo)."""
@@ -190,3 +215,11 @@ class OperatorRuntime:
                 lambda: self.last_pass is not None and self.last_pass.number > after), timeout)
         assert self.last_pass is not None
         return self.last_pass
+
+
+def _operand_namespace(esc: JsonObject | ApiError | None) -> str:
+    if isinstance(esc, ApiError):
+        return "unknown (the API server did not answer)"
+    if esc is None:
+        return "none (no ExternalSecretsConfig yet)"
+    return operand_namespace_of(esc)

@@ -1,16 +1,18 @@
-"""Status of the ESC (conditions, images) and of the ESM (one entry per controller).
+"""Status of the ESC (conditions, what is in effect, the failure) and of the ESM (one entry
+per controller, and how many are Ready).
 
 Pure functions: they compute the status a pass should leave and say whether it differs
 from what is stored, so that the writer sends a status update only when something changed.
-`lastTransitionTime` moves only when a condition's status flips.
+`lastTransitionTime` moves only when a condition's status flips, in both resources.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from manager.config import EffectiveConfig
 from manager.kube import JsonObject
 
 CONDITION_TYPES = ("Ready", "Degraded", "Progressing")
@@ -35,6 +37,13 @@ class OutcomeKind(enum.StrEnum):
     PROGRESSING = "Progressing"  # applied; waiting for the operand to roll out and serve
     DEGRADED = "Degraded"        # the spec or the cluster needs a fix by the administrator
     RETRYING = "Retrying"        # a transient error; the pass is retried with backoff
+    UNMANAGED = "Unmanaged"      # managementState Unmanaged: nothing written, drift reported
+    REMOVED = "Removed"          # managementState Removed: the operand is gone
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more to do until something changes (no retry)."""
+        return self in (OutcomeKind.READY, OutcomeKind.UNMANAGED, OutcomeKind.REMOVED)
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,29 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """What failed, for `status.failure`: the object, the request and the server's answer
+    when there was one, and the command that shows more."""
+
+    inspect: str
+    object: str | None = None
+    request: str | None = None
+    response: str | None = None
+
+    def as_status(self) -> JsonObject:
+        fields = {"object": self.object, "request": self.request, "response": self.response,
+                  "inspect": self.inspect}
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+def inspect_command(kind: str, namespace: str, name: str, verb: str = "get") -> str:
+    """The kubectl command that shows one object (`get` prints it as YAML)."""
+    where = f" -n {namespace}" if namespace else ""
+    output = " -o yaml" if verb == "get" else ""
+    return f"kubectl {verb} {kind.lower()}{where} {name}{output}"
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How a pass over an existing ESC ended."""
 
@@ -54,6 +86,7 @@ class Outcome:
     message: str
     applied: bool = False
     """Every desired object was applied (the images in status are then in effect)."""
+    failure: Failure | None = None
 
     def conditions(self) -> tuple[Condition, ...]:
         if self.kind is OutcomeKind.READY:
@@ -70,6 +103,14 @@ class Outcome:
             return (Condition("Ready", "False", self.reason, self.message),
                     Condition("Degraded", "False", "AsExpected", ""),
                     Condition("Progressing", "True", self.reason, self.message))
+        if self.kind is OutcomeKind.UNMANAGED:  # the operator does not know, and does not act
+            return (Condition("Ready", "Unknown", self.reason, self.message),
+                    Condition("Degraded", "False", self.reason, ""),
+                    Condition("Progressing", "False", self.reason, ""))
+        if self.kind is OutcomeKind.REMOVED:
+            return (Condition("Ready", "False", self.reason, self.message),
+                    Condition("Degraded", "False", "AsExpected", ""),
+                    Condition("Progressing", "False", self.reason, ""))
         return (Condition("Ready", "False", self.reason, self.message),
                 Condition("Degraded", "False", "AsExpected", ""),
                 Condition("Progressing", "True", self.reason,
@@ -105,25 +146,45 @@ def _comparable(conditions: Sequence[JsonObject]) -> list[tuple[object, ...]]:
                    c.get("observedGeneration")) for c in conditions)
 
 
-def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | None,
-                      images: tuple[str | None, str | None] | None, now: str,
-                      ) -> JsonObject | None:
-    """A merge patch of `.status` taking the ESC from `status` to `outcome`; None if equal.
+_IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKServerImage",
+              "bitwardenSDKServerVersion")
 
-    `images` (external-secrets, bitwarden-sdk-server) is None when the pass could not
-    compute them (invalid spec): the recorded images then stay as they are.
-    """
+
+def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
+    """The ESC's status fields besides the conditions (None removes one).
+
+    The namespace is recorded once the spec resolves; images and versions once a pass has
+    applied everything (they are then in effect); `failure` while a pass fails. Without a
+    configuration (an invalid spec) what was recorded stays."""
+    fields: dict[str, object] = {
+        "failure": outcome.failure.as_status() if outcome.failure else None}
+    if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
+        return {**fields, **dict.fromkeys(_IN_EFFECT)}
+    if config is None:
+        return fields
+    fields["operandNamespace"] = config.namespace
+    if outcome.applied:
+        bitwarden = config.bitwarden.enabled
+        fields.update({
+            "externalSecretsImage": config.images.external_secrets,
+            "externalSecretsVersion": config.versions.external_secrets,
+            "bitwardenSDKServerImage": config.images.bitwarden_sdk_server if bitwarden else None,
+            "bitwardenSDKServerVersion":
+                config.versions.bitwarden_sdk_server if bitwarden else None,
+        })
+    return fields
+
+
+def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | None,
+                      fields: Mapping[str, object], now: str) -> JsonObject | None:
+    """A merge patch of `.status` taking the ESC from `status` to `outcome` and `fields`
+    (see esc_fields); None if equal."""
     current = status.get("conditions") or []
     conditions = merge_conditions(current, outcome.conditions(), generation, now)
     patch: JsonObject = {}
     if _comparable(conditions) != _comparable(current):
         patch["conditions"] = conditions
-    if images is not None:
-        external_secrets, bitwarden = images
-        if status.get("externalSecretsImage") != external_secrets:
-            patch["externalSecretsImage"] = external_secrets
-        if status.get("bitwardenSDKServerImage") != bitwarden:
-            patch["bitwardenSDKServerImage"] = bitwarden  # None removes it
+    patch.update({key: value for key, value in fields.items() if status.get(key) != value})
     return patch or None
 
 
@@ -135,29 +196,48 @@ class ControllerState:
     conditions: tuple[Condition, ...]
     observed_generation: int | None
 
-    def as_status(self) -> JsonObject:
-        entry: JsonObject = {
-            "name": self.name,
-            "conditions": [{"type": c.type, "status": c.status, "message": c.message}
-                           for c in self.conditions],
-        }
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+
+    def as_status(self, previous: JsonObject | None = None, now: str = "") -> JsonObject:
+        """The entry; each condition keeps the lastTransitionTime of `previous` (the stored
+        entry) while its status stays, else takes `now`."""
+        before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
+        conditions = []
+        for condition in self.conditions:
+            entry = {"type": condition.type, "status": condition.status,
+                     "message": condition.message}
+            if condition.reason:
+                entry["reason"] = condition.reason
+            stored = before.get(condition.type) or {}
+            kept = stored.get("status") == condition.status and stored.get("lastTransitionTime")
+            entry["lastTransitionTime"] = kept or now
+            conditions.append(entry)
+        result: JsonObject = {"name": self.name, "conditions": conditions}
         if self.observed_generation is not None:
-            entry["observedGeneration"] = self.observed_generation
-        return entry
+            result["observedGeneration"] = self.observed_generation
+        return result
 
 
-def simple_state(name: str, ok: bool, message: str, generation: int | None) -> ControllerState:
+def simple_state(name: str, ok: bool, reason: str, message: str,
+                 generation: int | None) -> ControllerState:
     """Ready/Degraded pair for a controller that is either fine or needs a fix."""
     return ControllerState(name, (
-        Condition("Ready", "True" if ok else "False", "", message),
-        Condition("Degraded", "False" if ok else "True", "", "" if ok else message),
+        Condition("Ready", "True" if ok else "False", reason, message),
+        Condition("Degraded", "False" if ok else "True", "AsExpected" if ok else reason,
+                  "" if ok else message),
     ), generation)
 
 
 def esm_status_update(status: JsonObject, states: Sequence[ControllerState], now: str,
                       ) -> JsonObject | None:
-    """A merge patch of the ESM `.status`, or None if the controller entries are unchanged."""
-    entries = [state.as_status() for state in states]
-    if entries == (status.get("controllerStatuses") or []):
+    """A merge patch of the ESM `.status`, or None if the controller entries are unchanged.
+    `controllersReady` counts the entries whose Ready is True ("2/3")."""
+    stored = {e.get("name"): e for e in status.get("controllerStatuses") or []}
+    entries = [state.as_status(stored.get(state.name), now) for state in states]
+    ready = f"{sum(state.ready for state in states)}/{len(states)}"
+    if entries == (status.get("controllerStatuses") or []) and status.get(
+            "controllersReady") == ready:
         return None
-    return {"controllerStatuses": entries, "lastTransitionTime": now}
+    return {"controllerStatuses": entries, "controllersReady": ready, "lastTransitionTime": now}

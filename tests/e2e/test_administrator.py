@@ -19,7 +19,6 @@ from tests.e2e.conftest import (
     OPERAND_NAMESPACE,
     USE_EXISTING_CLUSTER,
     condition,
-    esc_model,
     rollout,
     uninstall_command,
     wait_esc,
@@ -79,15 +78,19 @@ def test_install_from_the_sample_becomes_ready(installed: Path) -> None:
 
 
 def test_status_columns_show_ready_and_the_message(installed: Path) -> None:
-    wait_esc("True")
+    model = wait_esc("True")
     columns = status_table(ESC)
-    assert list(columns) == ["NAME", "READY", "MESSAGE", "AGE"]
+    assert list(columns) == ["NAME", "READY", "REASON", "VERSION", "NAMESPACE", "MESSAGE", "AGE"]
     assert columns["NAME"] == "cluster"
     assert columns["READY"] == "True"
-    ready = condition(esc_model(), "Ready") or {}
+    assert columns["REASON"] == "Reconciled"
+    assert columns["VERSION"] == model["status"]["externalSecretsVersion"]
+    assert columns["NAMESPACE"] == OPERAND_NAMESPACE
+    ready = condition(model, "Ready") or {}
     assert columns["MESSAGE"] == ready["message"], (columns, ready)
-    assert OPERAND_NAMESPACE in columns["MESSAGE"]
-    assert list(status_table(ESM)) == ["NAME", "AGE"]
+    esm = status_table(ESM)
+    assert list(esm) == ["NAME", "READY", "AGE"]
+    assert esm["READY"] == "3/3"
 
 
 def test_settings_from_the_esm_and_the_esc_land(installed: Path) -> None:

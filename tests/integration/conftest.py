@@ -67,6 +67,12 @@ SCENARIO_NAMESPACES = {
     "apply": "eso-it-apply",
     "policies": "eso-it-policies",
     "operating-namespace": "eso-it-narrow",
+    "events": "eso-it-events",
+    "columns": "eso-it-columns",
+    "process": "eso-it-process",
+    "management": "eso-it-management",
+    "plan": "eso-it-plan",
+    "shadowed": "eso-it-shadowed",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 
@@ -415,6 +421,16 @@ async def _plural(kube: Kube, api_version: str, kind: str) -> tuple[str, bool] |
         if resource["kind"] == kind and "/" not in resource["name"]:
             return resource["name"], bool(resource["namespaced"])
     return None
+
+
+EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
+
+
+async def esc_events(kube: Kube, uid: str) -> list[dict[str, Any]]:
+    """The Events about the ExternalSecretsConfig with `uid` (events.k8s.io/v1, in
+    `default`), oldest first."""
+    listing = await kube.list(EVENTS, field_selector=f"regarding.uid={uid}")
+    return sorted(listing.get("items") or [], key=lambda e: e.get("eventTime") or "")
 
 
 def rbac_documents() -> list[dict[str, Any]]:

@@ -145,8 +145,7 @@ async def test_install_as_the_operator_service_account(
             await kube.delete(f"{path}/{item['metadata']['name']}")
 
     kubeconfig = await service_account_kubeconfig(kube, cluster, tmp_path)
-    operator = await start_operator(kubeconfig=str(kubeconfig),
-                                    events_namespace=OPERATOR_NAMESPACE)
+    operator = await start_operator(kubeconfig=str(kubeconfig))
     spec = {"controllerConfig": {"namespace": namespace}}
     await esc.create(spec)
     await wait_condition(esc, "Ready", "True", timeout=40)
@@ -160,6 +159,9 @@ async def test_install_as_the_operator_service_account(
     assert forbidden == []
     esm = await kube.request("GET", ESM_PATH)
     assert {e["name"] for e in esm["status"]["controllerStatuses"]} == set(CONTROLLER_NAMES)
-    events = await kube.list(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/events")
-    assert any(e["reason"] == "Created" for e in events["items"])
+    # Events go to `default` (the ClusterRole's events.k8s.io rule), next to the ESC's uid.
+    uid = (await esc.get())["metadata"]["uid"]
+    events = await kube.list("/apis/events.k8s.io/v1/namespaces/default/events")
+    assert any(e["reason"] == "Applied" and e["regarding"]["uid"] == uid
+               for e in events["items"])
     await user_objects.assert_untouched(kube)

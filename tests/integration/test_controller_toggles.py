@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from tests.integration.conftest import (
     EscHandle,
     OperatorThread,
     UserObjects,
+    esc_events,
     eventually,
     managed_objects,
     wait_condition,
@@ -126,11 +129,16 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     resource = await esc.get()
     assert "bitwardenSDKServerImage" not in resource["status"]
     assert await kube.get(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls") is not None
-    events = await kube.list("/api/v1/namespaces/default/events",
-                             field_selector=f"involvedObject.uid={resource['metadata']['uid']}")
-    deleted = {e["message"] for e in events["items"] if e["reason"] == "Deleted"}
-    assert f"deleted Deployment {namespace}/bitwarden-sdk-server" in deleted
+    # The pass that switched it off left one Event saying what it did and why.
+    events = await esc_events(kube, resource["metadata"]["uid"])
+    assert events[-1]["reason"] == "Applied", events[-1]
+    assert re.fullmatch(r"(applied \d+ objects? \(.*\), )?pruned \d+( objects)?: "
+                        "bitwarden switched off", events[-1]["note"]), events[-1]["note"]
     await user_objects.assert_untouched(kube)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(microsecond=0)
 
 
 async def remove_cert_manager_crds(kube: Kube) -> None:
@@ -194,11 +202,13 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
                "external-secrets-webhook")
     issued = next(c for c in certificate["status"]["conditions"] if c["type"] == "Ready")
     uid = (await esc.get())["metadata"]["uid"]
-    events = await kube.list("/api/v1/namespaces/default/events",
-                             field_selector=f"involvedObject.uid={uid}")
-    removal = next(e for e in events["items"] if e["reason"] == "Deleted" and e["message"] ==
-                   f"deleted Deployment {namespace}/external-secrets-cert-controller")
-    assert removal["firstTimestamp"] >= issued["lastTransitionTime"]
+    events = await esc_events(kube, uid)
+    removals = [e for e in events
+                if e["reason"] == "Applied" and "the cert-controller goes" in e["note"]]
+    assert len(removals) == 1, "\n".join(f"{e['reason']}: {e['note'][:150]}" for e in events)
+    removal = removals[0]
+    assert "pruned" in removal["note"], removal
+    assert _time(removal["eventTime"]) >= _time(issued["lastTransitionTime"])
 
     # Without the CA injector (addInjectorAnnotations "false"), the operator put the CA that
     # cert-manager published into both webhook configurations, and the webhook serves the

@@ -12,6 +12,7 @@ from tests.integration.conftest import (
     EscHandle,
     OperatorThread,
     UserObjects,
+    esc_events,
     eventually,
     managed_objects,
     wait_condition,
@@ -52,9 +53,9 @@ async def test_recreated_with_another_namespace_prunes_the_old_operand(
     # The old namespace itself stays (it may hold the users' Secrets).
     old_namespace = await kube.request("GET", f"/api/v1/namespaces/{OLD}")
     assert not old_namespace["metadata"].get("deletionTimestamp")
-    events = await kube.list("/api/v1/namespaces/default/events",
-                             field_selector="reason=Deleted")
-    assert f"deleted Deployment {OLD}/external-secrets" in {e["message"] for e in events["items"]}
+    events = await esc_events(kube, (await esc.get())["metadata"]["uid"])
+    assert any(e["reason"] == "Applied" and e["note"].endswith(
+        f"operand moved from namespace {OLD} to {NEW}") for e in events), events
     await user_objects.assert_untouched(kube)
 
     # Uninstalling the old namespace keeps the cluster-scoped objects the new operand uses.

@@ -58,7 +58,7 @@ from tests.resilience.conftest import (
 
 Triple = tuple[str, str, str]  # (verb, API group, resource[/subresource])
 
-OPERATOR_ROLES = ("external-secrets-operator-manager", "external-secrets-operator-events")
+OPERATOR_ROLES = ("external-secrets-operator-manager",)
 GRANTS_ROLE = "external-secrets-operator-operand-grants"
 
 # Permissions of the operator's own roles that no request of the scenario uses, and why they

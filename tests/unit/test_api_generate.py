@@ -95,14 +95,22 @@ def test_resource_names_scope_and_labels() -> None:
 
 
 def test_print_columns() -> None:
-    assert _version(ESC)["additionalPrinterColumns"] == [
-        {"name": "Ready", "type": "string",
-         "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
-        {"name": "Message", "type": "string",
-         "jsonPath": ".status.conditions[?(@.type=='Ready')].message"},
-        {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ]
+    ready = ".status.conditions[?(@.type=='Ready')]"
+    columns = _version(ESC)["additionalPrinterColumns"]
+    # The seed's three columns, as the seed writes them, shown by a plain `kubectl get`.
+    seed = [{"name": "Ready", "type": "string", "jsonPath": f"{ready}.status"},
+            {"name": "Message", "type": "string", "jsonPath": f"{ready}.message"},
+            {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    assert [c for c in columns if c in seed] == seed
+    assert [(c["name"], c["jsonPath"], c.get("priority", 0)) for c in columns] == [
+        ("Ready", f"{ready}.status", 0), ("Reason", f"{ready}.reason", 0),
+        ("Version", ".status.externalSecretsVersion", 0),
+        ("Namespace", ".status.operandNamespace", 0), ("Message", f"{ready}.message", 0),
+        ("AGE", ".metadata.creationTimestamp", 0),
+        ("Failure", ".status.failure.object", 1),
+        ("Image", ".status.externalSecretsImage", 1)]
     assert _version(ESM)["additionalPrinterColumns"] == [
+        {"name": "Ready", "type": "string", "jsonPath": ".status.controllersReady"},
         {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
 
 
@@ -237,3 +245,27 @@ def test_docs_list_every_rule_message_and_deviation() -> None:
         assert rule.message.replace("|", "\\|") in text
     assert "has()" in text
     assert "Where the CRDs deviate from the seed" in text
+
+
+def _spec_fields(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every field under `spec`, down to the core/v1 types (whose descriptions are theirs)."""
+    found = []
+    for name, child in (schema.get("properties") or {}).items():
+        found.append((f"{path}.{name}", child))
+        if name in ("resources", "affinity", "tolerations", "egress"):
+            continue
+        items = child.get("items") if child.get("type") == "array" else None
+        found.extend(_spec_fields(items or child, f"{path}.{name}"))
+    return found
+
+
+def test_every_spec_field_says_its_default_for_kubectl_explain() -> None:
+    """`kubectl explain` prints descriptions only: each says its default (or that it is
+    required), and the bounded ones their range."""
+    for name in (ESC, ESM):
+        for path, field in _spec_fields(_at(name, "spec"), "spec"):
+            text = field.get("description", "")
+            assert "Default" in text or "Required" in text, (name, path, text)
+    text = _at(ESC, "spec.appConfig.logLevel")["description"]
+    assert "Range 1 to 5" in text
+    assert "4 (debug) and 5 (trace) give `debug`" in text

@@ -6,16 +6,20 @@ import re
 
 import pytest
 
+from manager.config import OperatorEnvironment, effective_config
 from manager.controllers.status import (
     CONDITION_TYPES,
     CONTROLLER_CRD_ANNOTATOR,
     CONTROLLER_ESC,
     CONTROLLER_ESM,
     ControllerState,
+    Failure,
     Outcome,
     OutcomeKind,
+    esc_fields,
     esc_status_update,
     esm_status_update,
+    inspect_command,
     merge_conditions,
     simple_state,
 )
@@ -31,7 +35,8 @@ REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 READY = Outcome(OutcomeKind.READY, "Reconciled", "all 42 objects are applied")
 DEGRADED = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", 'Issuer "ca" not found')
 RETRYING = Outcome(OutcomeKind.RETRYING, "APIError", "GET /api/v1: 503 ServiceUnavailable")
-IMAGES = ("registry.example/external-secrets:v1", None)
+IMAGES = {"externalSecretsImage": "registry.example/external-secrets:v1",
+          "bitwardenSDKServerImage": None}
 
 
 def by_type(conditions: list[JsonObject]) -> dict[str, JsonObject]:
@@ -126,7 +131,8 @@ def test_conditions_of_other_writers_are_kept() -> None:
 
 
 def test_the_first_pass_writes_conditions_and_images() -> None:
-    patch = esc_status_update({}, READY, 1, ("es:v1", "bw:v1"), T0)
+    patch = esc_status_update({}, READY, 1, {"externalSecretsImage": "es:v1",
+                                             "bitwardenSDKServerImage": "bw:v1"}, T0)
     assert patch is not None
     assert [c["type"] for c in patch["conditions"]] == list(CONDITION_TYPES)
     assert patch["externalSecretsImage"] == "es:v1"
@@ -195,25 +201,28 @@ def test_the_order_of_stored_conditions_does_not_cause_writes() -> None:
 def test_unknown_images_leave_the_recorded_ones_alone() -> None:
     status = written(READY)
     status["bitwardenSDKServerImage"] = "bw:v1"
-    patch = esc_status_update(status, DEGRADED, 1, None, T1)
+    patch = esc_status_update(status, DEGRADED, 1, {}, T1)
     assert patch is not None
     assert "externalSecretsImage" not in patch
     assert "bitwardenSDKServerImage" not in patch
-    assert esc_status_update(status_after(status, patch), DEGRADED, 1, None, T2) is None
+    assert esc_status_update(status_after(status, patch), DEGRADED, 1, {}, T2) is None
 
 
 def test_changed_images_alone_are_written() -> None:
     status = written(READY)
-    patch = esc_status_update(status, READY, 1, ("registry.example/es:v2", None), T1)
+    patch = esc_status_update(status, READY, 1, {**IMAGES,
+                                                 "externalSecretsImage": "registry.example/es:v2"},
+                              T1)
     assert patch == {"externalSecretsImage": "registry.example/es:v2"}
 
 
 def test_bitwarden_switched_off_removes_its_image() -> None:
     status = written(READY)
-    patch = esc_status_update(status, READY, 1, (IMAGES[0], "bw:v1"), T1)
+    patch = esc_status_update(status, READY, 1, {**IMAGES, "bitwardenSDKServerImage": "bw:v1"},
+                              T1)
     assert patch == {"bitwardenSDKServerImage": "bw:v1"}
     status = status_after(status, patch)
-    patch = esc_status_update(status, READY, 1, (IMAGES[0], None), T2)
+    patch = esc_status_update(status, READY, 1, IMAGES, T2)
     assert patch == {"bitwardenSDKServerImage": None}  # null: a merge patch removes it
     assert "bitwardenSDKServerImage" not in status_after(status, patch)
 
@@ -221,31 +230,59 @@ def test_bitwarden_switched_off_removes_its_image() -> None:
 # --- ESM controllerStatuses -----------------------------------------------------------------
 
 
+def test_esc_fields_record_what_is_in_effect_and_the_failure() -> None:
+    config = effective_config(None, None, OperatorEnvironment.from_environ({}))
+    ready = esc_fields(config, Outcome(OutcomeKind.READY, "Reconciled", "ok", True))
+    assert ready["operandNamespace"] == "external-secrets"
+    assert ready["externalSecretsVersion"] == config.versions.external_secrets
+    assert ready["externalSecretsImage"] == config.images.external_secrets
+    assert ready["bitwardenSDKServerImage"] is None  # bitwarden is off: removed
+    assert ready["failure"] is None                  # removed once a pass succeeds
+    failed = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", "m",
+                     failure=Failure("kubectl get issuers -n es", "Issuer es/ca"))
+    degraded = esc_fields(config, failed)
+    assert degraded["failure"] == {"object": "Issuer es/ca",
+                                   "inspect": "kubectl get issuers -n es"}
+    assert "externalSecretsImage" not in degraded  # not applied: what was in effect stays
+    assert esc_fields(None, failed) == {"failure": degraded["failure"]}
+
+
+def test_inspect_commands_name_the_object() -> None:
+    assert inspect_command("Deployment", "es", "x") == "kubectl get deployment -n es x -o yaml"
+    assert inspect_command("ClusterRole", "", "x", "describe") == "kubectl describe clusterrole x"
+
+
 def test_simple_state_pairs_ready_and_degraded() -> None:
-    fine = simple_state(CONTROLLER_ESM, True, "observed", 4)
-    assert {c.type: (c.status, c.message) for c in fine.conditions} == {
-        "Ready": ("True", "observed"), "Degraded": ("False", "")}
-    broken = simple_state(CONTROLLER_ESM, False, "bad globalConfig", 4)
-    assert {c.type: (c.status, c.message) for c in broken.conditions} == {
-        "Ready": ("False", "bad globalConfig"), "Degraded": ("True", "bad globalConfig")}
+    fine = simple_state(CONTROLLER_ESM, True, "Observed", "observed", 4)
+    assert {c.type: (c.status, c.reason, c.message) for c in fine.conditions} == {
+        "Ready": ("True", "Observed", "observed"), "Degraded": ("False", "AsExpected", "")}
+    broken = simple_state(CONTROLLER_ESM, False, "InvalidGlobalConfig", "bad globalConfig", 4)
+    assert {c.type: (c.status, c.reason, c.message) for c in broken.conditions} == {
+        "Ready": ("False", "InvalidGlobalConfig", "bad globalConfig"),
+        "Degraded": ("True", "InvalidGlobalConfig", "bad globalConfig")}
 
 
-def test_a_controller_entry_has_the_esm_condition_shape() -> None:
+def test_a_controller_entry_has_reasons_and_transition_times() -> None:
     state = ControllerState(CONTROLLER_ESC, READY.conditions(), 7)
-    entry = state.as_status()
+    entry = state.as_status(None, T0)
     assert entry["name"] == CONTROLLER_ESC
     assert entry["observedGeneration"] == 7
-    # The ESM's Condition has type, status and message only (no reason, no time).
-    assert entry["conditions"][0] == {"type": "Ready", "status": "True",
-                                      "message": READY.message}
-    assert all(set(c) == {"type", "status", "message"} for c in entry["conditions"])
+    assert entry["conditions"][0] == {"type": "Ready", "status": "True", "reason": "Reconciled",
+                                      "message": READY.message, "lastTransitionTime": T0}
     assert "observedGeneration" not in ControllerState(CONTROLLER_ESC, (), None).as_status()
+    # The time moves only with the status, as for the ExternalSecretsConfig's conditions.
+    again = {c["type"]: c for c in state.as_status(entry, T1)["conditions"]}
+    assert again["Ready"]["lastTransitionTime"] == T0
+    flipped = ControllerState(CONTROLLER_ESC, DEGRADED.conditions(), 7).as_status(entry, T1)
+    assert {c["type"]: c["lastTransitionTime"] for c in flipped["conditions"]} == {
+        "Ready": T1, "Degraded": T1, "Progressing": T0}
 
 
 def esm_states(outcome: Outcome = READY, esm_ok: bool = True) -> list[ControllerState]:
     return [ControllerState(CONTROLLER_ESC, outcome.conditions(), 1),
-            simple_state(CONTROLLER_ESM, esm_ok, "observed" if esm_ok else "bad", 2),
-            simple_state(CONTROLLER_CRD_ANNOTATOR, True, "inactive", None)]
+            simple_state(CONTROLLER_ESM, esm_ok, "Observed" if esm_ok else "Invalid",
+                         "observed" if esm_ok else "bad", 2),
+            simple_state(CONTROLLER_CRD_ANNOTATOR, True, "Inactive", "inactive", None)]
 
 
 def test_esm_status_lists_every_controller_and_is_written_once() -> None:
@@ -254,18 +291,23 @@ def test_esm_status_lists_every_controller_and_is_written_once() -> None:
     assert [e["name"] for e in patch["controllerStatuses"]] == [
         CONTROLLER_ESC, CONTROLLER_ESM, CONTROLLER_CRD_ANNOTATOR]
     assert patch["lastTransitionTime"] == T0
+    assert patch["controllersReady"] == "3/3"
     assert esm_status_update(status_after({}, patch), esm_states(), T1) is None
 
 
-@pytest.mark.parametrize("states", [
-    esm_states(DEGRADED), esm_states(esm_ok=False), esm_states()[:2],
+@pytest.mark.parametrize(("states", "ready"), [
+    (esm_states(DEGRADED), "2/3"), (esm_states(esm_ok=False), "2/3"), (esm_states()[:2], "2/2"),
 ], ids=["esc-degraded", "esm-degraded", "controller-gone"])
-def test_esm_status_is_written_when_any_entry_changes(states: list[ControllerState]) -> None:
+def test_esm_status_is_written_when_any_entry_changes(states: list[ControllerState],
+                                                      ready: str) -> None:
     status = status_after({}, esm_status_update({}, esm_states(), T0))
     patch = esm_status_update(status, states, T1)
     assert patch is not None
-    assert patch["controllerStatuses"] == [state.as_status() for state in states]
+    stored = {e["name"]: e for e in status["controllerStatuses"]}
+    assert patch["controllerStatuses"] == [state.as_status(stored[state.name], T1)
+                                           for state in states]
     assert patch["lastTransitionTime"] == T1
+    assert patch["controllersReady"] == ready
 
 
 def test_esm_condition_statuses_are_valid() -> None:
@@ -275,3 +317,4 @@ def test_esm_condition_statuses_are_valid() -> None:
         for condition in controller["conditions"]:
             assert condition["status"] in {"True", "False"}
             assert isinstance(condition["message"], str)
+            assert REASON_PATTERN.match(condition["reason"])

@@ -1,0 +1,99 @@
+"""`plan -f esc.yaml [--esm esm.yaml]`: what the operator would create, change (field by field)
+and delete if these specs were applied, worked out against the live cluster with server-side
+dry runs; nothing is changed.
+
+Exit status: 0 when the API server and the operator would accept the specs, 1 when either
+would refuse them (the reason is printed), 2 when no plan could be made (unreadable file,
+no credentials, the API server unreachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any, TextIO
+
+from manager import constants
+from manager.commands.render import (
+    InputError,
+    add_spec_arguments,
+    environment_pairs,
+    load_document,
+)
+from manager.kube import ApiError, Kube
+from manager.plan import Plan, PlanRefusedError, make_plan
+
+ACTIONS = ("create", "change", "adopt", "delete", "wait")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="show what applying an ExternalSecretsConfig would change (server-side dry run)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_spec_arguments(parser,
+                       esm_help="an ExternalSecretsManager to plan with (default: the live one)",
+                       env_help="a variable of the operator's environment, over those of its "
+                                "Deployment in the cluster (repeatable)")
+    parser.add_argument("--operator-namespace", default=constants.OPERATOR_NAMESPACE,
+                        help="where the operator's Deployment runs, for its environment "
+                             "(default: %(default)s)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
+                        "in-cluster service account)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        esc = load_document(args.filename, constants.ESC_KIND)
+        esm = load_document(args.esm, constants.ESM_KIND) if args.esm else None
+        overrides = environment_pairs(args.env)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return asyncio.run(plan(args.kubeconfig, esc, esm, overrides=overrides,
+                            operator_namespace=args.operator_namespace, out=sys.stdout))
+
+
+async def plan(kubeconfig: str | None, esc: dict[str, Any], esm: dict[str, Any] | None, *,
+               overrides: dict[str, str], operator_namespace: str, out: TextIO) -> int:
+    kube = Kube.connect(kubeconfig)
+    try:
+        result = await make_plan(kube, esc, esm, overrides=overrides,
+                                 operator_namespace=operator_namespace)
+    except PlanRefusedError as refusal:
+        print(f"refused: {refusal}", file=out)
+        return 1
+    except ApiError as error:
+        print(f"error: the plan could not be made: {error}", file=out)
+        return 2
+    finally:
+        await kube.close()
+    print_plan(result, out)
+    return 0
+
+
+def print_plan(plan: Plan, out: TextIO) -> None:
+    print("ExternalSecretsConfig/cluster: accepted by the API server (server-side dry run)"
+          + ("" if plan.esc_changes else "; no change of its spec"), file=out)
+    for change in plan.esc_changes:
+        print(f"  {change}", file=out)
+    print(f"Operator environment: {plan.environment}", file=out)
+    print(f"managementState: {plan.management}", file=out)
+    print(f"\nOperand in namespace {plan.namespace}:", file=out)
+    for action in ACTIONS:
+        for step in (s for s in plan.steps if s.action == action):
+            print(f"  {action:<7} {step.ref}", file=out)
+            for detail in step.details:
+                print(f"            {detail}", file=out)
+    if plan.unchanged:
+        print(f"  unchanged: {plan.unchanged} objects", file=out)
+    for note in plan.notes:
+        print(f"\n{note}", file=out)
+    print(f"\nPlan: {plan.count('create')} to create, "
+          f"{plan.count('change') + plan.count('adopt')} to change, "
+          f"{plan.count('delete')} to delete.", file=out)

@@ -1,0 +1,93 @@
+"""The ExternalSecretsManager's entries for its own controller and the CRD annotator (the
+ExternalSecretsConfig's entry mirrors the ESC's conditions). Pure functions."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from manager.api.models import ExternalSecretsManagerSpec
+from manager.config import EffectiveConfig, unknown_features
+from manager.controllers import status
+from manager.controllers.crd_annotator import AnnotatorReport
+from manager.controllers.status import ControllerState
+from manager.kube import ApiError, JsonObject
+
+OBSERVED = ("ExternalSecretsManager 'cluster' is observed: its globalConfig applies to every "
+            "managed object")
+LOG_LEVEL_DEFAULT = ("appConfig.logLevel is 1 whenever the ExternalSecretsConfig has an "
+                     "appConfig (the CRD's default, indistinguishable from a 1 written there), "
+                     "so set the log level in spec.appConfig.logLevel")
+
+
+def _entries(esm: JsonObject) -> dict[str, JsonObject]:
+    entries = (esm.get("status") or {}).get("controllerStatuses") or []
+    return {entry.get("name", ""): entry for entry in entries}
+
+
+def entry_message(esm: JsonObject, name: str) -> str | None:
+    entry = _entries(esm).get(name)
+    for condition in (entry or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("message", ""))
+    return None
+
+
+def previous_state(esm: JsonObject, name: str) -> ControllerState | None:
+    entry = _entries(esm).get(name)
+    if entry is None:
+        return None
+    conditions = tuple(status.Condition(c.get("type", ""), c.get("status", ""),
+                                        c.get("reason", ""), c.get("message", ""))
+                       for c in entry.get("conditions") or [])
+    return ControllerState(name, conditions, entry.get("observedGeneration"))
+
+
+def manager_state(esm: JsonObject, problem: str | None,
+                  config: EffectiveConfig | None) -> ControllerState:
+    """The ESM controller's entry: its globalConfig is invalid (`problem`), names features
+    this operator does not have, is partly overridden by the ESC, or simply applies."""
+    generation = esm["metadata"].get("generation")
+    if problem is not None:
+        return status.simple_state(status.CONTROLLER_ESM, False, "InvalidGlobalConfig", problem,
+                                   generation)
+    unknown = _unknown_features(esm)
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        return status.simple_state(
+            status.CONTROLLER_ESM, False, "UnknownFeature",
+            f"spec.features: {names} {'is' if len(unknown) == 1 else 'are'} not a feature of "
+            "this operator, which has no optional features yet; such an entry has no effect: "
+            "remove it", generation)
+    hidden = config.hidden_global_settings if config is not None else ()
+    if hidden:
+        settings = ", ".join(f"globalConfig.{name}" for name in hidden)
+        note = f"; {LOG_LEVEL_DEFAULT}" if "logLevel" in hidden else ""
+        return status.simple_state(
+            status.CONTROLLER_ESM, True, "PartlyOverridden",
+            f"{OBSERVED}, except {settings}: the ExternalSecretsConfig's appConfig sets "
+            f"{'it' if len(hidden) == 1 else 'them'} to another value, which wins{note}",
+            generation)
+    return status.simple_state(status.CONTROLLER_ESM, True, "Observed", OBSERVED, generation)
+
+
+def _unknown_features(esm: JsonObject) -> tuple[str, ...]:
+    try:
+        spec = ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
+    except ValidationError:  # reported as InvalidGlobalConfig by the pass
+        return ()
+    return unknown_features(spec)
+
+
+def annotator_state(esm: JsonObject, report: AnnotatorReport | ApiError | None,
+                     config: EffectiveConfig | None) -> ControllerState:
+    if report is None or config is None:  # the pass did not get that far: keep what was said
+        return (previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
+                or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False, "Waiting",
+                                       "waiting for a valid ExternalSecretsConfig", None))
+    if isinstance(report, ApiError):
+        return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, False, "APIError",
+                                   f"failed to annotate the operand CRDs, retrying: {report}",
+                                   None)
+    return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
+                               "Annotated" if report.active else "Inactive",
+                               report.message(config.namespace), None)

@@ -1,0 +1,86 @@
+"""What a pass reports when the ExternalSecretsConfig's managementState is not Managed. Pure
+functions.
+
+- Unmanaged: the pass reads what it would write and reports the difference (drift) in the
+  Ready condition (status Unknown: the operator does not act, so it does not vouch for the
+  operand); it writes nothing but status.
+- Removed: the pass removes the operand as `uninstall --operand --yes` does, Namespaces
+  aside, and reports Progressing until nothing is left, then Removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from manager.apply import ObjectRef, Observed
+from manager.apply.convergence import is_converged, prepare_for_apply
+from manager.constants import FIELD_MANAGER
+from manager.controllers.status import Failure, Outcome, OutcomeKind, inspect_command
+from manager.uninstall import UninstallPlan, UninstallReport
+
+LISTED = 5  # objects named in a message; the rest are counted
+
+
+@dataclass(frozen=True)
+class Drift:
+    ref: ObjectRef
+    what: str  # "is missing", "differs from the spec", ...
+
+    def __str__(self) -> str:
+        return f"{self.ref} {self.what}"
+
+
+def drift_of(observed: Observed) -> Drift | None:
+    """How one object differs from what the operator would apply; None if it does not."""
+    if observed.live is None:
+        return Drift(observed.ref, "is missing")
+    if observed.foreign:  # a Namespace the operator did not create is used as it is
+        return (None if observed.ref.kind == "Namespace"
+                else Drift(observed.ref, "exists but the operator did not create it"))
+    if not is_converged(prepare_for_apply(observed.desired), observed.live, FIELD_MANAGER):
+        return Drift(observed.ref, "differs from the spec")
+    return None
+
+
+def unmanaged_outcome(drift: Sequence[Drift]) -> Outcome:
+    paused = ("managementState is Unmanaged: the operator writes nothing to the operand, so "
+              "drift is reported here, not repaired")
+    if not drift:
+        return Outcome(OutcomeKind.UNMANAGED, "Unmanaged",
+                       f"{paused}; the operand matches the spec")
+    return Outcome(OutcomeKind.UNMANAGED, "Unmanaged",
+                   f"{paused}; {_count(len(drift))} {'differs' if len(drift) == 1 else 'differ'}"
+                   f" from the spec: {_listed(drift)}. Set managementState to Managed to "
+                   "repair it")
+
+
+def removal_outcome(report: UninstallReport, left: UninstallPlan) -> Outcome:
+    """After a removal pass: failed, still going (objects left or being deleted), or done."""
+    if report.errors:
+        return Outcome(OutcomeKind.DEGRADED, "RemovalFailed",
+                       f"managementState is Removed, but {len(report.errors)} deletions failed: "
+                       f"{'; '.join(report.errors[:LISTED])}",
+                       failure=Failure(inspect_command("ExternalSecretsConfig", "", "cluster",
+                                                       "describe")))
+    terminating = [kept.ref for kept in left.kept if kept.reason == "already being deleted"]
+    remaining = [candidate.ref for candidate in left.objects] + terminating
+    if remaining:
+        return Outcome(OutcomeKind.PROGRESSING, "Removing",
+                       f"managementState is Removed: removing the operand, {_count(len(remaining))}"
+                       f" left: {_listed(remaining)}")
+    kept = [f"{kept.ref} ({kept.reason})" for kept in left.kept]
+    return Outcome(OutcomeKind.REMOVED, "Removed",
+                   "managementState is Removed: the operand is removed, nothing the operator "
+                   "created remains" + (f"; kept: {_listed(kept)}" if kept else "")
+                   + ". Set managementState to Managed to install it again")
+
+
+def _count(number: int) -> str:
+    return f"{number} object" if number == 1 else f"{number} objects"
+
+
+def _listed(items: Sequence[object]) -> str:
+    shown = "; ".join(str(item) for item in items[:LISTED])
+    more = len(items) - LISTED
+    return f"{shown} (and {more} more)" if more > 0 else shown

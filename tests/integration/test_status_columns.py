@@ -1,0 +1,93 @@
+"""What `kubectl get` shows, and the status behind it: the versions and namespace in effect,
+the failed object and request, and the ExternalSecretsManager's count of Ready controllers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from manager.kube import Kube
+from tests.conftest import Cluster
+from tests.integration.conftest import (
+    ESM_PATH,
+    SCENARIO_NAMESPACES,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    wait_condition,
+)
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+
+
+def table(cluster: Cluster, *args: str) -> dict[str, str]:
+    """The one row of `kubectl get ...`, column name -> value, cut at the header's columns."""
+    header, row = cluster.kubectl("get", *args).stdout.splitlines()[:2]
+    starts = [match.start() for match in re.finditer(r"\S+", header)]
+    ends = [*starts[1:], None]
+    return {header[s:e].strip(): row[s:e].strip() for s, e in zip(starts, ends, strict=True)}
+
+
+async def test_columns_and_status_say_what_is_in_effect_and_what_failed(
+        *, kube: Kube, cluster: Cluster, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    namespace = SCENARIO_NAMESPACES["columns"]
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": namespace}})
+    await wait_condition(esc, "Ready", "True", timeout=60)
+    status: dict[str, Any] = (await esc.get())["status"]
+    assert status["operandNamespace"] == namespace
+    assert status["externalSecretsVersion"].startswith("v")
+    assert "failure" not in status
+
+    columns = table(cluster, "esc")
+    assert list(columns) == ["NAME", "READY", "REASON", "VERSION", "NAMESPACE", "MESSAGE", "AGE"]
+    assert (columns["READY"], columns["REASON"], columns["VERSION"], columns["NAMESPACE"]) == (
+        "True", "Reconciled", status["externalSecretsVersion"], namespace)
+    wide = table(cluster, "esc", "-o", "wide")
+    assert list(wide)[-3:] == ["AGE", "FAILURE", "IMAGE"]
+    assert wide["IMAGE"] == status["externalSecretsImage"]
+    assert wide["FAILURE"] == ""
+
+    esm_columns = table(cluster, "esm")
+    assert list(esm_columns) == ["NAME", "READY", "AGE"]
+    assert esm_columns["READY"] == "3/3"
+    esm = await kube.request("GET", ESM_PATH)
+    for entry in esm["status"]["controllerStatuses"]:
+        for condition in entry["conditions"]:
+            assert condition["reason"], entry
+            assert condition["lastTransitionTime"], entry
+
+    # A request that fails (a fault the real API server cannot produce on demand, injected
+    # into the operator's connection): the status names the object, the request and the
+    # answer; the wide view shows the object.
+    webhook = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets-webhook"
+    operator.log.fault = lambda method, url: method == "GET" and url.endswith(webhook)
+    await esc.patch_spec({"controllerConfig": {"labels": {"columns": "fault"}}})
+    await wait_condition(esc, "Progressing", "True", reason="APIError")
+    failure = (await esc.get())["status"]["failure"]
+    assert failure["object"] == f"Deployment {namespace}/external-secrets-webhook"
+    assert failure["request"] == f"GET {webhook}"
+    assert "injected by the test" in failure["response"]
+    assert failure["inspect"].startswith("kubectl logs -n external-secrets-operator")
+    assert table(cluster, "esc", "-o", "wide")["FAILURE"] == failure["object"]
+    operator.log.fault = None
+    await wait_condition(esc, "Ready", "True", timeout=90)
+    assert "failure" not in (await esc.get())["status"]
+
+    # Degraded: the object at fault and where to look; the ESM counts one controller less.
+    await esc.patch_spec({"appConfig": {"bitwardenSecretManagerProvider": {
+        "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}})
+    await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
+    failure = (await esc.get())["status"]["failure"]
+    assert failure == {"object": f"Secret {namespace}/bitwarden-tls",
+                       "inspect": f"kubectl get secrets -n {namespace}"}
+    columns = table(cluster, "esc")
+    assert (columns["READY"], columns["REASON"]) == ("False", "BitwardenSecretNotFound")
+
+    async def counted() -> None:
+        assert table(cluster, "esm")["READY"] == "2/3"
+
+    await eventually(counted)
