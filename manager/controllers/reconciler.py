@@ -81,9 +81,24 @@ from manager.uninstall import execute_uninstall, operand_namespace_of, plan_unin
 
 logger = logging.getLogger(__name__)
 
+REMOVED_CAUSE = "managementState is Removed"
 ESC_PATH = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
 ESM_PATH = f"/apis/{API_VERSION}/{ESM_PLURAL}/{SINGLETON_NAME}"
 WEBHOOK_CERTIFICATE = ObjectRef("cert-manager.io/v1", "Certificate", "", "external-secrets-webhook")
+
+
+@dataclass
+class Branch:
+    """How the pass's branch for the ESC's managementState ended: everything the pass then
+    reports (status, Events) and hands to the worker. The watches are always stated: an
+    invalid spec or a removal watches nothing of the operand."""
+
+    outcome: Outcome
+    config: EffectiveConfig | None = None
+    watches: frozenset[WatchSpec] = frozenset()
+    writes: list[ObjectResult] = field(default_factory=list)
+    annotator: AnnotatorReport | ApiError | None = None
+    cause: str | None = None  # why the pass changed things when the spec did not
 
 
 @dataclass
@@ -149,7 +164,6 @@ class Reconciler:
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
-        self._watches: frozenset[WatchSpec] = frozenset()
 
     # --- the pass -----------------------------------------------------------------------
 
@@ -158,23 +172,18 @@ class Reconciler:
         esc = await self.kube.get(ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self._esc_absent(esc, esm)
-            self._watches = frozenset()
-            return PassReport(None, self._watches)
+            return PassReport(None, frozenset())
         self._managing_uid = esc["metadata"]["uid"]
-        writes: list[ObjectResult] = []
-        annotator: AnnotatorReport | ApiError | None = None
-        state, cause = management_state(esc), None
-        if state == UNMANAGED:
-            outcome, config = await self._observe(esc, esm)
-        elif state == REMOVED:
-            outcome, config = await self._remove(esc, writes), None
-            cause = "managementState is Removed"
-        else:
-            outcome, config, annotator = await self._converge(esc, esm, writes)
+        state = management_state(esc)
+        branch = (await self._observe(esc, esm) if state == UNMANAGED
+                  else await self._remove(esc) if state == REMOVED
+                  else await self._converge(esc, esm))
+        outcome, config = branch.outcome, branch.config
         await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
-        await self._write_esm_status(esm, esc, outcome, annotator, config)
-        await self._post_events(esc, outcome, writes, config, cause)
-        return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
+        await self._write_esm_status(esm, esc, outcome, branch.annotator, config)
+        await self._post_events(esc, outcome, branch.writes, config, branch.cause)
+        return PassReport(outcome, branch.watches, branch.writes,
+                          isinstance(branch.annotator, ApiError))
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,
@@ -185,22 +194,21 @@ class Reconciler:
         if config is not None and outcome.applied:
             self._converged = config
 
-    async def _observe(self, esc: JsonObject, esm: JsonObject,
-                       ) -> tuple[Outcome, EffectiveConfig | None]:
+    async def _observe(self, esc: JsonObject, esm: JsonObject) -> Branch:
         """managementState Unmanaged: read what a pass would write, report the difference,
         write nothing. The watches stay, so drift is reported as it happens."""
         try:
             config = await self.facts.complete(self._effective_config(esc, esm))
             desired = render_operand(config)
-            self._watches = frozenset(child_watches(desired) | dependency_watches(config))
+            watches = frozenset(child_watches(desired) | dependency_watches(config))
             drift = [found for obj in desired.objects() if (found := await self._drift_of(obj))]
             keep = [ObjectRef.of(obj) for obj in desired.objects()]
             drift += [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
                       for _, obj in await self.pruner.find_unwanted(desired.kinds(), keep)]
         except (ConfigError, ObjectError, ApiError) as problem:
             self._forget_apis(problem)
-            return failed_outcome(problem), None
-        return unmanaged_outcome(drift), config
+            return Branch(failed_outcome(problem))
+        return Branch(unmanaged_outcome(drift), config, watches)
 
     async def _drift_of(self, desired: JsonObject) -> Drift | None:
         try:
@@ -208,12 +216,12 @@ class Reconciler:
         except TerminatingObjectError as deleting:
             return Drift(deleting.ref, "is being deleted")
 
-    async def _remove(self, esc: JsonObject, writes: list[ObjectResult]) -> Outcome:
+    async def _remove(self, esc: JsonObject) -> Branch:
         """managementState Removed: delete what the operator created (Namespaces aside, see
         manager.uninstall), release the CRD annotations, and say what is left."""
-        self._watches = frozenset()
         self._converged = None  # what comes back is a new installation
         try:
+            writes: list[ObjectResult] = []
             plan = await plan_uninstall(self.kube, namespaces=False)
             report = await execute_uninstall(self.kube, plan, force=True)
             writes.extend(ObjectResult(ref, Action.DELETED) for ref in report.deleted)
@@ -221,8 +229,8 @@ class Reconciler:
             writes.extend(released.results)
             left = await plan_uninstall(self.kube, namespaces=False)
         except ApiError as error:
-            return failed_outcome(error)
-        return removal_outcome(report, left)
+            return Branch(failed_outcome(error), cause=REMOVED_CAUSE)
+        return Branch(removal_outcome(report, left), writes=writes, cause=REMOVED_CAUSE)
 
     async def ensure_esm(self) -> JsonObject:
         """The ESM, created with defaults (and the reference's labels) if missing."""
@@ -240,17 +248,18 @@ class Reconciler:
                 raise
         return await self.kube.request("GET", ESM_PATH)
 
-    async def _converge(self, esc: JsonObject, esm: JsonObject, writes: list[ObjectResult],
-                        ) -> tuple[Outcome, EffectiveConfig | None,
-                                   AnnotatorReport | ApiError | None]:
+    async def _converge(self, esc: JsonObject, esm: JsonObject) -> Branch:
+        """managementState Managed: apply the desired state, prune, report readiness."""
         try:
             config = self._effective_config(esc, esm)
-        except ConfigError as error:
-            return failed_outcome(error), None, None
+        except ConfigError as error:  # nothing is written while the spec is wrong
+            return Branch(failed_outcome(error))
+        writes: list[ObjectResult] = []
+        watches: frozenset[WatchSpec] = frozenset()
         try:
             config = await self.facts.complete(config)
             desired = render_operand(config)
-            self._watches = frozenset(
+            watches = frozenset(
                 child_watches(desired) | dependency_watches(config)
                 | _operand_crd_watch(config))
             # Every object is read before anything is written, so that an object that is
@@ -274,9 +283,10 @@ class Reconciler:
         except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
                 ObjectError, ApiError) as problem:
             self._forget_apis(problem)
-            return failed_outcome(problem), config, None
+            return Branch(failed_outcome(problem), config, watches, writes)
         annotator = await self._annotate(config, writes)
-        return _operand_outcome(config, operand, len(observed)), config, annotator
+        return Branch(_operand_outcome(config, operand, len(observed)), config, watches, writes,
+                      annotator)
 
     async def _operand_readiness(self, config: EffectiveConfig,
                                  applied: Sequence[ObjectResult]) -> readiness.Readiness:
