@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +32,7 @@ from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
 from manager.kube import Kube
 from manager.paths import REPO_ROOT as ROOT
+from tests.waiting import seconds_until
 
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 DOC = ROOT / "docs" / "performance.md"
@@ -161,16 +161,6 @@ async def kubectl(plane: controlplane.LocalControlPlane, *args: str) -> str:
     return out.decode()
 
 
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> float:
-    """Seconds until `check()` holds."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if await check():
-            return time.monotonic() - started
-        await asyncio.sleep(POLL)
-    raise TimeoutError(f"{check} did not hold within {timeout}s")
-
-
 # --- the operator process -----------------------------------------------------------------
 
 
@@ -257,7 +247,7 @@ async def one_run(session: Session, run: int) -> None:
         return len(operator.passes()) >= 1
 
     operator.start()
-    await wait_until(first_pass_done, timeout=60)
+    await seconds_until(first_pass_done, timeout=60)
     session.figures.add("startup_to_first_pass_s", time.monotonic() - operator.started)
     try:
         await _measure(session, operator, run)
@@ -274,12 +264,12 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
         {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
          "metadata": {"name": "cluster"},
          "spec": {"controllerConfig": {"namespace": namespace}}}, field_manager="bench")
-    figures.add("install_s", await wait_until(bench.applied))
+    figures.add("install_s", await seconds_until(bench.applied))
     applied = audit.since(mark)
     figures.add("install_requests", len(applied))
     figures.add("install_writes", Audit.count(applied, WRITE_VERBS))
     started = time.monotonic()
-    await wait_until(bench.ready, timeout=180)
+    await seconds_until(bench.ready, timeout=180)
     figures.add("install_available_s", figures.samples["install_s"][-1]
                 + time.monotonic() - started)
     await asyncio.sleep(2)  # let the pass that follows its own writes finish
@@ -296,7 +286,7 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
 
     await bench.kube.merge_patch(ESM_PATH, {"spec": {"globalConfig": {"labels": {
         "bench": label}}}}, field_manager="bench")
-    figures.add("reconfigure_s", await wait_until(labelled))
+    figures.add("reconfigure_s", await seconds_until(labelled))
 
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets"
     old = await bench.kube.request("GET", deployment)
@@ -306,8 +296,8 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
         new = await bench.kube.get(deployment)
         return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
 
-    figures.add("repair_s", await wait_until(recreated))
-    await wait_until(bench.ready, timeout=180)
+    figures.add("repair_s", await seconds_until(recreated))
+    await seconds_until(bench.ready, timeout=180)
     await asyncio.sleep(3)
 
     figures.add("rss_idle_mb", operator.rss_mb())

@@ -21,8 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +34,7 @@ from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess
 from tests.operand import counts_as_installed
+from tests.waiting import wait_for
 
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 SAMPLE = REPO_ROOT / "samples" / "esc-namespace.yaml"
@@ -46,20 +46,6 @@ ESC = "externalsecretsconfig/cluster"
 ESM = "externalsecretsmanager/cluster"
 
 _T = TypeVar("_T")
-
-
-def wait_for(check: Callable[[], _T], what: str, timeout: float = 60.0,
-             interval: float = 0.5) -> _T:
-    """Retry `check` until it returns without an AssertionError; its result."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError as error:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}: "
-                                     f"{error}") from error
-        time.sleep(interval)
 
 
 def esc_model() -> dict[str, Any]:

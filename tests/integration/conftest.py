@@ -44,6 +44,7 @@ from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
 from tests.conftest import Cluster
 from tests.operand import counts_as_installed, remove_operand
+from tests.waiting import eventually
 
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 FETCH_CRDS = REPO_ROOT / "hack" / "fetch-crds.sh"
@@ -349,22 +350,6 @@ class EscHandle:
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0,
-                     interval: float = 0.2) -> Any:
-    """Retry `check` until it returns without an AssertionError (or a transient API error,
-    such as 429 while a new CRD's storage initialises); its result."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await check()
-        except (AssertionError, ApiError) as error:
-            if isinstance(error, ApiError) and not error.transient:
-                raise
-            if time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(interval)
 
 
 async def wait_condition(esc: EscHandle, kind: str, status: str, timeout: float = 30.0,

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,7 @@ from tests.upgrade.snapshot import (
     render_release,
     take_snapshot,
 )
+from tests.waiting import eventually
 
 SCRIPT = REPO_ROOT / "hack" / "upgrade-test.sh"
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
@@ -184,21 +185,6 @@ class DeployedReleases:
 # --- waiting ---------------------------------------------------------------------------------
 
 
-async def eventually(check: Callable[[], Awaitable[_T]], what: str,
-                     timeout: float = 120.0) -> _T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await check()
-        except (AssertionError, ApiError) as error:
-            if isinstance(error, ApiError) and not error.transient and not error.not_found:
-                raise
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}: "
-                                     f"{error}") from error
-        await asyncio.sleep(0.5)
-
-
 async def ready_for_current_generation(kube: Kube, *, current: bool = False,
                                        ) -> dict[str, Any]:
     """Ready=True for the ESC's generation; for the current code on the simulated cluster,
@@ -219,8 +205,8 @@ async def ready_for_current_generation(kube: Kube, *, current: bool = False,
             assert ready["status"] == "True", ready
         return esc
 
-    return await eventually(check, "ExternalSecretsConfig Ready=True for its generation",
-                            READY_TIMEOUT)
+    return await eventually(check, READY_TIMEOUT,
+                            what="ExternalSecretsConfig Ready=True for its generation")
 
 
 async def settled(kube: Kube, quiet: float = 3.0, timeout: float = 60.0) -> Snapshot:
@@ -317,7 +303,7 @@ async def create_user_objects(kube: Kube) -> dict[str, dict[str, Any]]:
         path = f"{collection}/{body['metadata']['name']}"
         create = partial(kube.create, collection, body, field_manager=FIELD_MANAGER)
         # Retried until the API server's webhook cache has caught up with the deletions.
-        created[path] = await eventually(create, f"creating {path}", 30)
+        created[path] = await eventually(create, 30, what=f"creating {path}")
     return created
 
 
@@ -376,7 +362,7 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
     try:
         # The previous release installs and configures the stack.
         await releases.start_previous()
-        esm = await eventually(lambda: admin.request("GET", ESM_PATH), "the ESM", 60)
+        esm = await eventually(lambda: admin.request("GET", ESM_PATH), 60, what="the ESM")
         original_esm = esm.get("spec") or {}
         await admin.merge_patch(ESM_PATH, {"spec": ESM_SPEC}, field_manager=FIELD_MANAGER)
         await admin.create(ESC_PATH.rsplit("/", 1)[0], {
@@ -390,9 +376,9 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
             labels = deployment["spec"]["template"]["metadata"]["labels"]
             assert labels.get("example.com/environment") == "upgrade", labels
 
-        await eventually(esm_labels_landed, "the ESM labels on the pod templates")
+        await eventually(esm_labels_landed, 120, what="the ESM labels on the pod templates")
         # The operand syncs the user's secret; it must survive the upgrade untouched.
-        await eventually(lambda: synced_value(admin, "v"), "the user's secret to sync")
+        await eventually(lambda: synced_value(admin, "v"), 120, what="the user's secret to sync")
         watch = SyncedSecretWatch(admin)
         await watch.start()
         before = await settled(admin)
@@ -425,8 +411,8 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
         store = f"/apis/external-secrets.io/v1/namespaces/{NAMESPACE}/secretstores/team-store"
         await admin.merge_patch(store, {"spec": {"provider": {"fake": {"data": [
             {"key": "k", "value": "after-the-upgrade"}]}}}}, field_manager=FIELD_MANAGER)
-        await eventually(lambda: synced_value(admin, "after-the-upgrade"),
-                         "the synced Secret to follow its store", 30)
+        await eventually(lambda: synced_value(admin, "after-the-upgrade"), 30,
+                         what="the synced Secret to follow its store")
         await watch.stop()
         assert not watch.harm, watch.harm
         print(f"  checked: the synced Secret was never deleted or emptied ({watch.versions} "
