@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
 
 from manager import constants, kube_values, versions
 from manager.api.models import (
@@ -312,7 +313,7 @@ def hidden_global_settings(app: ApplicationConfig | None,
     for field, default in _COMMON_SETTINGS.items():
         mine, theirs = getattr(app, field), getattr(glob, field)
         if mine is not None and theirs is not None and theirs not in (mine, default):
-            hidden.append(_camel(field))
+            hidden.append(to_camel(field))
     return tuple(hidden)
 
 
@@ -332,13 +333,8 @@ def _pick(field: str, app: ApplicationConfig | None,
     for common, path in sources:
         value = getattr(common, field) if common is not None else None
         if value is not None:
-            return value, f"{path}.{_camel(field)}"
+            return value, f"{path}.{to_camel(field)}"
     return None, ""
-
-
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 _RECREATE = ("namespace is immutable: delete the ExternalSecretsConfig (the operand it "

@@ -4,11 +4,12 @@ that shows more). Pure functions, one per kind of problem."""
 
 from __future__ import annotations
 
+from manager.api.models import Failure
 from manager.apply import ForeignObjectsError, ObjectError, ObjectRef, TerminatingObjectError
 from manager.config import ESM_GLOBAL, ConfigError
 from manager.constants import ESC_KIND, ESM_KIND, OPERATOR_NAME, OPERATOR_NAMESPACE
 from manager.controllers.preflight import MissingDependencyError
-from manager.controllers.status import Failure, Outcome, OutcomeKind, inspect_command
+from manager.controllers.status import Outcome, OutcomeKind, inspect_command
 from manager.kube import ApiError
 
 OPERATOR_DEPLOYMENT = f"{OPERATOR_NAME}-controller-manager"
@@ -24,16 +25,16 @@ def failed_outcome(problem: Exception) -> Outcome:
         return config_outcome(problem)
     if isinstance(problem, MissingDependencyError):
         return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem),
-                       failure=Failure(problem.inspect, problem.subject))
+                       failure=Failure(inspect=problem.inspect, object=problem.subject))
     if isinstance(problem, ForeignObjectsError):
         ref = problem.refs[0]
         return Outcome(OutcomeKind.DEGRADED, problem.reason, str(problem), failure=Failure(
-            f"{inspect_command(ref.kind, ref.namespace, ref.name)} --show-managed-fields",
-            str(ref)))
+            inspect=f"{inspect_command(ref.kind, ref.namespace, ref.name)} --show-managed-fields",
+            object=str(ref)))
     if isinstance(problem, TerminatingObjectError):
         ref = problem.ref
         return Outcome(OutcomeKind.RETRYING, "ObjectTerminating", str(problem), failure=Failure(
-            inspect_command(ref.kind, ref.namespace, ref.name), str(ref)))
+            inspect=inspect_command(ref.kind, ref.namespace, ref.name), object=str(ref)))
     if isinstance(problem, ObjectError):
         return api_outcome(problem.error, str(problem), problem.ref, problem.verb)
     if isinstance(problem, ApiError):
@@ -45,15 +46,18 @@ def config_outcome(error: ConfigError) -> Outcome:
     if error.field.startswith(ESM_GLOBAL):
         return Outcome(OutcomeKind.DEGRADED, "InvalidGlobalConfig",
                        f"ExternalSecretsManager cluster {error.field}: {error.message}",
-                       failure=Failure(_explain(ESM_KIND, error.field), f"{ESM_KIND} cluster"))
+                       failure=Failure(inspect=_explain(ESM_KIND, error.field),
+                                       object=f"{ESM_KIND} cluster"))
     if error.field.startswith("env."):
         return Outcome(OutcomeKind.DEGRADED, "InvalidOperatorEnvironment",
                        f"operator Deployment {error.field}: {error.message}",
-                       failure=Failure(f"kubectl set env -n {OPERATOR_NAMESPACE} deployment/"
-                                       f"{OPERATOR_DEPLOYMENT} --list",
-                                       f"Deployment {OPERATOR_NAMESPACE}/{OPERATOR_DEPLOYMENT}"))
+                       failure=Failure(
+                           inspect=f"kubectl set env -n {OPERATOR_NAMESPACE} deployment/"
+                                   f"{OPERATOR_DEPLOYMENT} --list",
+                           object=f"Deployment {OPERATOR_NAMESPACE}/{OPERATOR_DEPLOYMENT}"))
     return Outcome(OutcomeKind.DEGRADED, "InvalidConfiguration", str(error),
-                   failure=Failure(_explain(ESC_KIND, error.field), f"{ESC_KIND} cluster"))
+                   failure=Failure(inspect=_explain(ESC_KIND, error.field),
+                                   object=f"{ESC_KIND} cluster"))
 
 
 def _explain(kind: str, field: str) -> str:
@@ -65,10 +69,10 @@ def _explain(kind: str, field: str) -> str:
 def api_outcome(error: ApiError, text: str, ref: ObjectRef | None = None,
                 verb: str = "") -> Outcome:
     failure = Failure(
-        _api_inspect(error, verb),
-        str(ref) if ref is not None and ref.name != "*" else None,
-        f"{error.method} {error.path}".strip() or None,
-        f"{error.status} {error.reason}: {error.message}")
+        inspect=_api_inspect(error, verb),
+        object=str(ref) if ref is not None and ref.name != "*" else None,
+        request=f"{error.method} {error.path}".strip() or None,
+        response=f"{error.status} {error.reason}: {error.message}")
     if error.transient or error.not_found:  # not found: an API went away mid-pass
         return Outcome(OutcomeKind.RETRYING, "APIError", text, failure=failure)
     if error.status in (401, 403):

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from manager.api.models import Failure
 from manager.apply import ObjectRef, Observed
 from manager.apply.convergence import is_converged, prepare_for_apply
 from manager.constants import FIELD_MANAGER
-from manager.controllers.status import Failure, Outcome, OutcomeKind, inspect_command
+from manager.controllers.status import Outcome, OutcomeKind, inspect_command
 from manager.uninstall import UninstallPlan, UninstallReport
 
 LISTED = 5  # objects named in a message; the rest are counted
@@ -61,8 +62,8 @@ def removal_outcome(report: UninstallReport, left: UninstallPlan) -> Outcome:
         return Outcome(OutcomeKind.DEGRADED, "RemovalFailed",
                        f"managementState is Removed, but {len(report.errors)} deletions failed: "
                        f"{'; '.join(report.errors[:LISTED])}",
-                       failure=Failure(inspect_command("ExternalSecretsConfig", "", "cluster",
-                                                       "describe")))
+                       failure=Failure(inspect=inspect_command("ExternalSecretsConfig", "",
+                                                               "cluster", "describe")))
     terminating = [kept.ref for kept in left.kept if kept.reason == "already being deleted"]
     remaining = [candidate.ref for candidate in left.objects] + terminating
     if remaining:

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic.alias_generators import to_camel
+
 from manager.apply.results import Action, ObjectResult
 from manager.config import EffectiveConfig
 from manager.controllers.events import EventSpec
@@ -27,15 +29,15 @@ from manager.controllers.status import Outcome, OutcomeKind
 from manager.kube import JsonObject
 from manager.render.components import CERT_CONTROLLER_APP
 
-# EffectiveConfig fields as the spec names them, for "why" in the Applied Event.
-_SETTING_NAMES = {
-    "labels": "labels", "adopt_existing_objects": "adoptExistingObjects",
-    "log_level": "logLevel", "operating_namespace": "operatingNamespace",
-    "webhook_check_interval": "certificateCheckInterval", "resources": "resources",
-    "affinity": "affinity", "tolerations": "tolerations", "node_selector": "nodeSelector",
-    "proxy": "proxy", "egress_policies": "networkPolicies", "images": "the operand images",
-    "versions": "the operand versions",
-}
+# Every EffectiveConfig field is named in "why" of the Applied Event when it changes, by the
+# spec's name (camelCased) unless the spec calls it otherwise; these fields have rules of
+# their own (_switches, the bitwarden line, _cert_manager_changes) or are not settings.
+_OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings"})
+_SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",
+               "egress_policies": "networkPolicies", "images": "the operand images",
+               "versions": "the operand versions"}
+_SETTING_NAMES = {field: _SPEC_NAMES.get(field) or to_camel(field)
+                  for field in EffectiveConfig.model_fields if field not in _OWN_RULES}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ deletes anything when the spec is invalid or a dependency is missing.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from manager import __version__
+from manager.api.models import Failure
 from manager.apply import (
     MANAGED_SELECTOR,
     Action,
@@ -77,6 +80,7 @@ from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.render.state import kind_rank, renderable_kinds
 from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
 logger = logging.getLogger(__name__)
@@ -140,13 +144,14 @@ def esm_default_object() -> JsonObject:
 STATUS_KINDS = frozenset({"Deployment", "Certificate", "ValidatingWebhookConfiguration"})
 
 
-def child_watches(desired: DesiredState) -> set[WatchSpec]:
-    """One watch per kind the renderer can produce, selected by the managed-by label, in
-    every namespace: the operator's own objects wherever they are (an operating namespace's
-    Role, what a moved operand left behind). They feed the ObjectCache."""
-    return {WatchSpec(api_version, kind, label_selector=MANAGED_SELECTOR,
-                      with_status=kind in STATUS_KINDS, cached=True)
-            for api_version, kind in desired.kinds()}
+CHILD_WATCHES = frozenset(
+    WatchSpec(api_version, kind, label_selector=MANAGED_SELECTOR,
+              with_status=kind in STATUS_KINDS, cached=True)
+    for api_version, kind in renderable_kinds())
+"""One watch per kind the renderer can produce, selected by the managed-by label, in every
+namespace: the operator's own objects wherever they are (an operating namespace's Role, what a
+moved operand left behind). They run from start-up, whatever the ESC says, and feed the
+ObjectCache, so that even the first pass over a new ESC reads nothing it can know."""
 
 
 class Reconciler:
@@ -200,7 +205,7 @@ class Reconciler:
         try:
             config = await self.facts.complete(self._effective_config(esc, esm))
             desired = render_operand(config)
-            watches = frozenset(child_watches(desired) | dependency_watches(config))
+            watches = frozenset(dependency_watches(config))
             drift = [found for obj in desired.objects() if (found := await self._drift_of(obj))]
             keep = [ObjectRef.of(obj) for obj in desired.objects()]
             drift += [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
@@ -260,8 +265,7 @@ class Reconciler:
             config = await self.facts.complete(config)
             desired = render_operand(config)
             watches = frozenset(
-                child_watches(desired) | dependency_watches(config)
-                | _operand_crd_watch(config))
+                dependency_watches(config) | _operand_crd_watch(config))
             # Every object is read before anything is written, so that an object that is
             # not the operator's stops the pass before any write.
             observed = await self.applier.read_all(desired.objects())
@@ -295,7 +299,7 @@ class Reconciler:
         for result in applied:
             live = result.live or {}
             if result.ref.kind == "Deployment":
-                pods = [] if readiness.deployment_available(live) else await self._pods_of(live)
+                pods = await self._pods_of(live) if _pods_may_explain(live) else []
                 parts.append(readiness.deployment_readiness(live, pods))
             elif result.ref.kind == "ValidatingWebhookConfiguration":
                 parts.append(readiness.webhook_readiness(live, _ca_bundle_source(config)))
@@ -332,12 +336,19 @@ class Reconciler:
 
     async def _write(self, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
-        results = []
-        for observed in objects:
-            result = await self.applier.write(observed)
-            results.append(result)
-            if result.wrote:
-                writes.append(result)
+        """Apply kind after kind in apply order, the objects of one kind at once (they do
+        not depend on each other). A failure ends the pass once its kind is done; the first
+        one, in order, is raised."""
+        results: list[ObjectResult] = []
+        for _, group in itertools.groupby(objects, key=lambda o: kind_rank(o.ref.kind)):
+            outcomes = await asyncio.gather(*(self.applier.write(o) for o in group),
+                                            return_exceptions=True)
+            done = [outcome for outcome in outcomes if isinstance(outcome, ObjectResult)]
+            results += done
+            writes += [result for result in done if result.wrote]
+            failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+            if failed is not None:
+                raise failed
         return results
 
     async def _prune(self, desired: DesiredState,
@@ -444,6 +455,13 @@ def _check_ownership(observed: Sequence[Observed], config: EffectiveConfig) -> N
         raise ForeignObjectsError(foreign)
 
 
+def _pods_may_explain(deployment: JsonObject) -> bool:
+    """Whether the pods can say why a Deployment is not available: not when it is, and not
+    before its controller has created any (a Deployment just created or re-created)."""
+    return (not readiness.deployment_available(deployment)
+            and bool((deployment.get("status") or {}).get("replicas")))
+
+
 def _component_app(obj: JsonObject) -> str | None:
     labels: dict[str, str] = obj.get("metadata", {}).get("labels") or {}
     return labels.get("app.kubernetes.io/name")
@@ -464,7 +482,7 @@ def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
         first = operand.problems[0]
         return Outcome(OutcomeKind.DEGRADED, first.reason,
                        "; ".join(problem.message for problem in operand.problems), True,
-                       status.Failure(first.inspect, first.subject))
+                       Failure(inspect=first.inspect, object=first.subject))
     if operand.awaited:
         return Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand",
                        f"all {count} objects are applied; waiting for "

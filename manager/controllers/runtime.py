@@ -45,7 +45,7 @@ from manager.constants import (
 from manager.controllers.events import EventRecorder
 from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
 from manager.controllers.queue import ReconcileQueue
-from manager.controllers.reconciler import PassReport, Reconciler
+from manager.controllers.reconciler import CHILD_WATCHES, PassReport, Reconciler
 from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
@@ -68,6 +68,8 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
+STANDING_WATCHES = OWN_RESOURCE_WATCHES | CHILD_WATCHES
+"""What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
 _FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
                    OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})
 TRANSIENT_BACKOFF = (1.0, 60.0)
@@ -126,7 +128,7 @@ class OperatorRuntime:
         except ApiError as error:  # the first pass tries again
             logger.warning("action=create result=error kind=ExternalSecretsManager error=%r",
                            str(error))
-        self.watcher.set_specs(OWN_RESOURCE_WATCHES)
+        self.watcher.set_specs(STANDING_WATCHES)
         self._tasks = [asyncio.create_task(self._work(), name="reconcile worker"),
                        asyncio.create_task(self._resync(), name="periodic resync")]
         self.queue.request("start")
@@ -179,7 +181,7 @@ class OperatorRuntime:
         as a dead worker."""
         try:
             report = await self.reconciler.run_pass()
-            self.watcher.set_specs(OWN_RESOURCE_WATCHES | report.watches)
+            self.watcher.set_specs(STANDING_WATCHES | report.watches)
             return report
         except ApiError as error:  # reading the CRs or writing status failed
             logger.warning("action=reconcile result=error error=%r", str(error))

@@ -12,6 +12,10 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel
+
+from manager.api import models
+from manager.api.models import Failure, MetaCondition
 from manager.config import EffectiveConfig
 from manager.kube import JsonObject
 
@@ -54,20 +58,9 @@ class Condition:
     message: str
 
 
-@dataclass(frozen=True)
-class Failure:
-    """What failed, for `status.failure`: the object, the request and the server's answer
-    when there was one, and the command that shows more."""
-
-    inspect: str
-    object: str | None = None
-    request: str | None = None
-    response: str | None = None
-
-    def as_status(self) -> JsonObject:
-        fields = {"object": self.object, "request": self.request, "response": self.response,
-                  "inspect": self.inspect}
-        return {key: value for key, value in fields.items() if value is not None}
+def _dump(model: BaseModel) -> JsonObject:
+    """A status model as the API stores it (camelCase, unset fields absent)."""
+    return model.model_dump(by_alias=True, exclude_none=True)
 
 
 def inspect_command(kind: str, namespace: str, name: str, verb: str = "get") -> str:
@@ -126,17 +119,11 @@ def merge_conditions(current: Sequence[JsonObject], wanted: Sequence[Condition],
     for condition in wanted:
         previous = by_type.pop(condition.type, None)
         unchanged = previous is not None and previous.get("status") == condition.status
-        entry: JsonObject = {
-            "type": condition.type,
-            "status": condition.status,
-            "reason": condition.reason,
-            "message": condition.message,
-            "lastTransitionTime": previous["lastTransitionTime"] if unchanged and previous
-            else now,
-        }
-        if generation is not None:
-            entry["observedGeneration"] = generation
-        merged.append(entry)
+        merged.append(_dump(MetaCondition(
+            type=condition.type, status=condition.status, reason=condition.reason,
+            message=condition.message, observed_generation=generation,
+            last_transition_time=previous["lastTransitionTime"] if unchanged and previous
+            else now)))
     merged.extend(c for t, c in by_type.items() if t not in CONDITION_TYPES)
     return merged
 
@@ -157,7 +144,7 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
     applied everything (they are then in effect); `failure` while a pass fails. Without a
     configuration (an invalid spec) what was recorded stays."""
     fields: dict[str, object] = {
-        "failure": outcome.failure.as_status() if outcome.failure else None}
+        "failure": _dump(outcome.failure) if outcome.failure else None}
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
         return {**fields, **dict.fromkeys(_IN_EFFECT)}
     if config is None:
@@ -206,18 +193,13 @@ class ControllerState:
         before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
         conditions = []
         for condition in self.conditions:
-            entry = {"type": condition.type, "status": condition.status,
-                     "message": condition.message}
-            if condition.reason:
-                entry["reason"] = condition.reason
             stored = before.get(condition.type) or {}
             kept = stored.get("status") == condition.status and stored.get("lastTransitionTime")
-            entry["lastTransitionTime"] = kept or now
-            conditions.append(entry)
-        result: JsonObject = {"name": self.name, "conditions": conditions}
-        if self.observed_generation is not None:
-            result["observedGeneration"] = self.observed_generation
-        return result
+            conditions.append(models.Condition(
+                type=condition.type, status=condition.status, message=condition.message,
+                reason=condition.reason or None, last_transition_time=kept or now))
+        return _dump(models.ControllerStatus(name=self.name, conditions=conditions,
+                                             observed_generation=self.observed_generation))
 
 
 def simple_state(name: str, ok: bool, reason: str, message: str,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from manager.controllers.runtime import OWN_RESOURCE_WATCHES
+from manager.controllers.runtime import STANDING_WATCHES
 from manager.controllers.status import ESC_DELETED_MESSAGE
 from manager.kube import Kube
 from tests.integration.conftest import (
@@ -53,9 +53,11 @@ async def test_restart_over_an_installed_stack_writes_nothing(
     assert runtime is not None
     assert runtime.last_pass is not None
     assert runtime.last_pass.result == "Ready"
-    # It did look: every desired object was read, every managed kind is watched.
-    reads = [url for method, url in second.log.requests if method == "GET"]
-    assert any("/deployments/external-secrets-webhook" in url for url in reads)
+    # It did look: the Deployments were read (listed by the standing watch, or one by one),
+    # every managed kind is watched.
+    reads = [url.split("?")[0] for method, url in second.log.requests if method == "GET"]
+    assert any(url.endswith(("/apps/v1/deployments", "/deployments/external-secrets-webhook"))
+               for url in reads), reads
     assert len(runtime.watcher.specs) >= 13
     assert second.log.writes() == [], json.dumps(second.log.writes(), indent=1)
     assert await snapshot(kube) == before
@@ -88,9 +90,15 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
     assert after == before
     deletes = [url for method, url in operator.log.writes() if method == "DELETE"]
     assert deletes == []
-    # Management stopped: no child watches remain (only those of the ESC, the ESM and their
-    # CRDs, to notice an ESC created again), and drift is no longer repaired.
+    # Management stopped: only the standing watches remain (no dependency's), and drift is
+    # no longer repaired although the child watches see it.
     runtime = operator.runtime
     assert runtime is not None
-    assert runtime.watcher.specs == OWN_RESOURCE_WATCHES
+    assert runtime.watcher.specs == STANDING_WATCHES
+    webhook = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets-webhook"
+    await kube.merge_patch(webhook, {"metadata": {"labels": {"app": "changed-by-hand"}}},
+                           field_manager="test")
+    await operator.wait_idle()
+    live = await kube.request("GET", webhook)
+    assert live["metadata"]["labels"]["app"] == "changed-by-hand"
     await user_objects.assert_untouched(kube)

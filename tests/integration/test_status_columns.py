@@ -64,12 +64,12 @@ async def test_columns_and_status_say_what_is_in_effect_and_what_failed(
     # into the operator's connection): the status names the object, the request and the
     # answer; the wide view shows the object.
     webhook = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets-webhook"
-    operator.log.fault = lambda method, url: method == "GET" and url.endswith(webhook)
+    operator.log.fault = lambda method, url: method == "PATCH" and url.endswith(webhook)
     await esc.patch_spec({"controllerConfig": {"labels": {"columns": "fault"}}})
     await wait_condition(esc, "Progressing", "True", reason="APIError")
     failure = (await esc.get())["status"]["failure"]
     assert failure["object"] == f"Deployment {namespace}/external-secrets-webhook"
-    assert failure["request"] == f"GET {webhook}"
+    assert failure["request"] == f"PATCH {webhook}"
     assert "injected by the test" in failure["response"]
     assert failure["inspect"].startswith("kubectl logs -n external-secrets-operator")
     assert table(cluster, "esc", "-o", "wide")["FAILURE"] == failure["object"]

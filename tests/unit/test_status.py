@@ -239,7 +239,7 @@ def test_esc_fields_record_what_is_in_effect_and_the_failure() -> None:
     assert ready["bitwardenSDKServerImage"] is None  # bitwarden is off: removed
     assert ready["failure"] is None                  # removed once a pass succeeds
     failed = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", "m",
-                     failure=Failure("kubectl get issuers -n es", "Issuer es/ca"))
+                     failure=Failure(inspect="kubectl get issuers -n es", object="Issuer es/ca"))
     degraded = esc_fields(config, failed)
     assert degraded["failure"] == {"object": "Issuer es/ca",
                                    "inspect": "kubectl get issuers -n es"}
