@@ -164,6 +164,12 @@ class SimulatedCluster:
                     found.append(process)
         return found
 
+    def logs(self, namespace: str, container: str) -> dict[str, str]:
+        """The output of `container` in each pod of `namespace` the runner ran, by pod name
+        (also of pods that are gone)."""
+        return {path.parent.name.split("_")[1]: path.read_text(errors="replace")
+                for path in sorted((self.workdir / "pods").glob(f"{namespace}_*/{container}.log"))}
+
     def _spawn_controllers(self, kwok: Path) -> None:
         w, bins, kubeconfig = self.workdir, self.plane.bin_dir, str(self.kubeconfig)
         common = [f"--kubeconfig={kubeconfig}", "--leader-elect=false",

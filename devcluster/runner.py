@@ -452,7 +452,7 @@ class PodSupervisor(threading.Thread):
 
     def _exited(self, container: Container, code: int) -> None:
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                      "finishedAt": now()}
+                      **container.state.get("running", {}), "finishedAt": now()}
         container.process = None
         self._pid_file(container).unlink(missing_ok=True)
         logger.info("pod %s: %s exited with %d", self.key, container.spec["name"], code)
