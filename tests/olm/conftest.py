@@ -32,7 +32,14 @@ from devcluster import images as image_map
 from devcluster.cluster import SimulatedCluster
 from manager.kube import Kube, load_configuration
 from manager.olm import identity
-from tests.upgrade.test_upgrade import eventually
+from tests.upgrade import test_upgrade as scenario
+from tests.upgrade.test_upgrade import (
+    ESC_PATH,
+    create_user_objects,
+    eventually,
+    ready_for_current_generation,
+    synced_value,
+)
 
 # Away from the session cluster's pod addresses: both may run at once in this namespace.
 POD_CIDR = "10.245.0.0/16"
@@ -42,6 +49,12 @@ CSVS = f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/clusterserviceversions"
 SUBSCRIPTION = (f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/subscriptions/"
                 f"{identity.PACKAGE}")
 FIELD_MANAGER = "olm-tests"
+OPERAND_NAMESPACE = scenario.NAMESPACE
+# The upgrade scenario's settings without bitwarden-sdk-server: it has no binary here, so
+# with it the operand could never be Available (by design).
+ESC_SPEC: dict[str, Any] = {**scenario.ESC_SPEC, "appConfig": {
+    key: value for key, value in scenario.ESC_SPEC["appConfig"].items()
+    if key != "bitwardenSecretManagerProvider"}}
 
 
 @dataclass
@@ -52,6 +65,7 @@ class OlmCluster:
     kube: Kube
     workdir: Path
     marks: dict[str, float] = field(default_factory=dict)
+    user_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     _releases: dict[Path, catalog.Release] = field(default_factory=dict)
     _catalogs: int = 0
 
@@ -114,6 +128,19 @@ class OlmCluster:
             return csv
 
         return await eventually(check, f"CSV {release.name} Succeeded", timeout)
+
+    async def configure(self) -> None:
+        """The administrator's ExternalSecretsConfig, Ready; a user's secret synced by the
+        operand (the upgrade scenario's SecretStore and ExternalSecret)."""
+        await self.kube.create(ESC_PATH.rsplit("/", 1)[0], {
+            "apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
+            "metadata": {"name": "cluster"}, "spec": ESC_SPEC}, field_manager=FIELD_MANAGER)
+        self.mark("ExternalSecretsConfig created")
+        await ready_for_current_generation(self.kube)
+        self.mark("ExternalSecretsConfig Ready=True")
+        self.user_objects = await create_user_objects(self.kube)
+        await eventually(lambda: synced_value(self.kube, "v"), "the user's secret to sync")
+        self.mark("user's secret synced")
 
     def operator_log(self, release: catalog.Release) -> str:
         """The output of the operator pods that ran `release`'s image."""

@@ -25,25 +25,17 @@ import pytest_asyncio
 from devcluster import catalog, olm
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.olm.conftest import CSVS, FIELD_MANAGER, NAMESPACE, SUBSCRIPTION, OlmCluster
-from tests.upgrade import test_upgrade as scenario
-from tests.upgrade.snapshot import take_snapshot
-from tests.upgrade.test_upgrade import (
-    ESC_PATH,
-    ESM_PATH,
-    create_user_objects,
-    eventually,
-    ready_for_current_generation,
-    synced_value,
+from tests.olm.conftest import (
+    CSVS,
+    FIELD_MANAGER,
+    NAMESPACE,
+    OPERAND_NAMESPACE,
+    SUBSCRIPTION,
+    OlmCluster,
 )
+from tests.upgrade.snapshot import take_snapshot
+from tests.upgrade.test_upgrade import ESC_PATH, ESM_PATH, eventually, synced_value
 
-OPERAND_NAMESPACE = scenario.NAMESPACE
-# The upgrade scenario's settings, without bitwarden-sdk-server (no binary here: with it the
-# operand could never be Available, by design).
-ESC_SPEC: dict[str, Any] = {
-    "controllerConfig": {"namespace": OPERAND_NAMESPACE, "labels": {"team": "platform"}},
-    "appConfig": {"logLevel": 3, "webhookConfig": {"certificateCheckInterval": "10m"}},
-}
 OPERAND_DEPLOYMENTS = ("external-secrets", "external-secrets-webhook",
                        "external-secrets-cert-controller")
 STORE = f"/apis/external-secrets.io/v1/namespaces/{OPERAND_NAMESPACE}/secretstores/team-store"
@@ -72,15 +64,7 @@ async def installed(olm_cluster: OlmCluster) -> AsyncIterator[Installed]:
     olm_cluster.mark(f"CSV {release.name} Succeeded")
     await eventually(lambda: kube.request("GET", ESM_PATH), "the operator to create the ESM")
     olm_cluster.mark("ExternalSecretsManager created by the operator")
-    await kube.create(ESC_PATH.rsplit("/", 1)[0], {
-        "apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
-        "metadata": {"name": "cluster"}, "spec": ESC_SPEC}, field_manager=FIELD_MANAGER)
-    olm_cluster.mark("ExternalSecretsConfig created")
-    await ready_for_current_generation(kube)
-    olm_cluster.mark("ExternalSecretsConfig Ready=True")
-    await create_user_objects(kube)
-    await eventually(lambda: synced_value(kube, "v"), "the user's secret to sync")
-    olm_cluster.mark("user's secret synced")
+    await olm_cluster.configure()
     yield Installed(olm_cluster, release, csv)
 
 
