@@ -118,6 +118,11 @@ def write(releases: list[Release], directory: Path, opm: Path) -> None:
     shutil.rmtree(staging.parent)
     (directory / package).mkdir(parents=True)
     (directory / package / "catalog.yaml").write_text(rendered)
+    validate(directory, opm)
+
+
+def validate(directory: Path, opm: Path) -> None:
+    """`opm validate`: raises with opm's reasons when the catalog is not valid."""
     _opm(opm, "validate", str(directory))
 
 

@@ -29,8 +29,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 from devcluster import crds
 from devcluster import images as image_map
 from devcluster.api import Api, JsonObject
@@ -134,13 +132,12 @@ def _read(path: Path) -> str:
 # --- the host process -----------------------------------------------------------------------
 
 
-def host(state_dir: Path, stop: threading.Event) -> None:
-    """Run OLM's processes in their network namespace until `stop` (or one of them exits)."""
+def host(state_dir: Path, api: tuple[str, int], stop: threading.Event) -> None:
+    """Run OLM's processes in their network namespace, reaching the API server at `api`,
+    until `stop` (or one of them exits)."""
     kubeconfig = state_dir / "kubeconfig"
-    server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
-    api_host, api_port = server.removeprefix("https://").rsplit(":", 1)
     olm_bin, opm_bin = binaries()
-    network = PodNetwork(None, (api_host, int(api_port)))
+    network = PodNetwork(None, api)
     network.start()
     children: dict[str, subprocess.Popen[bytes]] = {}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from tests.upgrade.test_upgrade import (
     create_user_objects,
     eventually,
     ready_for_current_generation,
+    script,
     synced_value,
 )
 
@@ -152,6 +153,15 @@ class OlmCluster:
         pod = self.simulated.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}") or {}
         containers = (pod.get("spec") or {}).get("containers") or [{}]
         return str(containers[0].get("image", ""))
+
+
+@pytest.fixture(scope="module")
+def previous_release(olm_workdir: Path) -> Iterator[tuple[str, Path]]:
+    """(tag, source tree) of the previous release: a git worktree, removed afterwards."""
+    worktree = olm_workdir / "previous"
+    release = script("checkout", str(worktree))
+    yield release.split()[0], worktree
+    script("remove", str(worktree))
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,8 @@ Run with `-s` to see the timeline and the checks.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest_asyncio
 
 from manager.olm import identity
 from manager.paths import REPO_ROOT
@@ -39,24 +35,12 @@ from tests.upgrade.test_upgrade import (
     assert_user_objects_untouched,
     eventually,
     ready_for_current_generation,
-    script,
     settled,
     synced_value,
 )
 
 STORE = "/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores/team-store"
 OPERATOR_DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{identity.DEPLOYMENT}"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def previous_release(olm_workdir: Path) -> AsyncIterator[tuple[str, Path]]:
-    """(tag, source tree) of the previous release: a git worktree, removed afterwards."""
-    worktree = olm_workdir / "previous"
-    release = await asyncio.to_thread(script, "checkout", str(worktree))
-    try:
-        yield release.split()[0], worktree
-    finally:
-        await asyncio.to_thread(script, "remove", str(worktree))
 
 
 def ready(esc: dict[str, Any]) -> dict[str, Any]:
