@@ -50,12 +50,15 @@ def default_images(operand_binary: Path) -> ImageMap:
 
 def operator_image(source: Path) -> ImageEntry:
     """The operator image of the release whose source tree is `source`."""
-    venv = Path(sys.prefix)  # the test environment's: both releases run with its packages
+    # The test environment's virtualenv (both releases run with its packages), and the
+    # interpreter it links to, at its own path (it may live where /tmp hides it).
+    venv, interpreter = Path(sys.prefix), sys.base_prefix
     return ImageEntry(OPERATOR_ENTRYPOINT, (f"{OPERATOR_PYTHON}/bin/python", "-m", "manager"),
                       OPERATOR_USER,
                       env=(("PYTHONPATH", OPERATOR_SOURCE), ("PYTHONDONTWRITEBYTECODE", "1"),
                            ("PYTHONUNBUFFERED", "1")),
-                      files=((str(venv), OPERATOR_PYTHON), (str(source), OPERATOR_SOURCE)))
+                      files=((str(venv), OPERATOR_PYTHON), (str(source), OPERATOR_SOURCE),
+                             (interpreter, interpreter)))
 
 
 def save(images: ImageMap, path: Path) -> None:
