@@ -82,7 +82,8 @@ def install(api: Api, images_file: Path) -> None:
 
 
 def wait_working(api: Api, check_processes: Callable[[], None], deadline: float) -> None:
-    """Until OLM's operators work: olm-operator has reconciled the OLMConfig."""
+    """Until olm-operator has reconciled the OLMConfig, while both operators keep running
+    (the catalog operator's first work comes with a CatalogSource: publish)."""
     while True:
         config = api.get(f"{OPERATORS}/v1/olmconfigs/cluster") or {}
         if (config.get("status") or {}).get("conditions"):
