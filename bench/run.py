@@ -28,15 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio import client, config
 
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
+from manager.kube import Kube
 from manager.paths import REPO_ROOT as ROOT
 
 RESULTS = ROOT / "bench" / "results" / "latest.json"
 DOC = ROOT / "docs" / "performance.md"
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
+ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
+ESM_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsmanagers/cluster"
 OPERATOR_SA = ("bench-operator", "operator-identity")
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 READ_VERBS = {"get", "list"}
@@ -63,26 +65,27 @@ class Figures:
 
 
 class Bench:
-    def __init__(self, plane: controlplane.LocalControlPlane, api: client.ApiClient):
+    def __init__(self, plane: controlplane.LocalControlPlane, kube: Kube):
         self.plane = plane
-        self.api = api
-        self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.kube = kube
 
     async def operator_kubeconfig(self) -> Path:
         """A kubeconfig with the token of a dedicated ServiceAccount (cluster-admin)."""
         namespace, name = OPERATOR_SA
-        await self.core.create_namespace({"metadata": {"name": namespace}})
-        await self.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-        await client.RbacAuthorizationV1Api(self.api).create_cluster_role_binding({
-            "metadata": {"name": "bench-operator"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        })
-        token = (await self.core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": 86400}})).status.token
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}},
+                               field_manager="bench")
+        accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        await self.kube.create(accounts, {"metadata": {"name": name}}, field_manager="bench")
+        await self.kube.create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+                "metadata": {"name": "bench-operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            }, field_manager="bench")
+        token = (await self.kube.request("POST", f"{accounts}/{name}/token", body={
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 86400}}))["status"]["token"]
         kubeconfig = yaml.safe_load(self.plane.kubeconfig.read_text())
         kubeconfig["users"][0]["user"] = {"token": token}
         path = self.plane.workdir / "operator.kubeconfig"
@@ -90,14 +93,7 @@ class Bench:
         return path
 
     async def esc(self) -> dict[str, Any] | None:
-        try:
-            body: dict[str, Any] = await self.custom.get_cluster_custom_object(
-                "operator.openshift.io", "v1alpha1", "externalsecretsconfigs", "cluster")
-        except client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return body
+        return await self.kube.get(ESC_PATH)
 
     async def ready(self) -> bool:
         """Ready=True: applied, and the operand works (its Deployments available)."""
@@ -137,17 +133,20 @@ class Bench:
 
     async def create_unrelated(self, run: int, count: int) -> None:
         namespace = f"unrelated-{run}"
-        await self.core.create_namespace({"metadata": {"name": namespace}})
+        await self.kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}},
+                               field_manager="bench")
         gate = asyncio.Semaphore(16)
 
         async def one(index: int) -> None:
             body = {"metadata": {"name": f"noise-{index}"}, "data": {"k": "dmFsdWU="}}
             async with gate:
                 if index % 2:
-                    await self.core.create_namespaced_secret(namespace, body)
+                    await self.kube.create(f"/api/v1/namespaces/{namespace}/secrets", body,
+                                           field_manager="bench")
                 else:
-                    await self.core.create_namespaced_config_map(
-                        namespace, {"metadata": body["metadata"], "data": {"k": "value"}})
+                    await self.kube.create(f"/api/v1/namespaces/{namespace}/configmaps",
+                                           {"metadata": body["metadata"], "data": {"k": "value"}},
+                                           field_manager="bench")
 
         await asyncio.gather(*(one(i) for i in range(count)))
 
@@ -270,11 +269,11 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
     bench, audit, args, figures = session.bench, session.audit, session.args, session.figures
     namespace = f"bench-operand-{run}"
     mark = audit.mark()
-    await bench.custom.create_cluster_custom_object(
-        "operator.openshift.io", "v1alpha1", "externalsecretsconfigs",
+    await bench.kube.create(
+        ESC_PATH.rsplit("/", 1)[0],
         {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
          "metadata": {"name": "cluster"},
-         "spec": {"controllerConfig": {"namespace": namespace}}})
+         "spec": {"controllerConfig": {"namespace": namespace}}}, field_manager="bench")
     figures.add("install_s", await wait_until(bench.applied))
     applied = audit.since(mark)
     figures.add("install_requests", len(applied))
@@ -295,23 +294,17 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
         return len(objects) >= expected and all(
             o["metadata"].get("labels", {}).get("bench") == label for o in objects)
 
-    await bench.custom.patch_cluster_custom_object(
-        "operator.openshift.io", "v1alpha1", "externalsecretsmanagers", "cluster",
-        {"spec": {"globalConfig": {"labels": {"bench": label}}}},
-        _content_type="application/merge-patch+json")
+    await bench.kube.merge_patch(ESM_PATH, {"spec": {"globalConfig": {"labels": {
+        "bench": label}}}}, field_manager="bench")
     figures.add("reconfigure_s", await wait_until(labelled))
 
-    old = await bench.apps.read_namespaced_deployment("external-secrets", namespace)
-    await bench.apps.delete_namespaced_deployment("external-secrets", namespace)
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets"
+    old = await bench.kube.request("GET", deployment)
+    await bench.kube.delete(deployment)
 
     async def recreated() -> bool:
-        try:
-            new = await bench.apps.read_namespaced_deployment("external-secrets", namespace)
-        except client.ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return bool(new.metadata.uid != old.metadata.uid)
+        new = await bench.kube.get(deployment)
+        return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
 
     figures.add("repair_s", await wait_until(recreated))
     await wait_until(bench.ready, timeout=180)
@@ -380,16 +373,16 @@ async def main_async(args: argparse.Namespace) -> None:
     with cluster:
         plane = cluster.plane
         crds.install(cluster.api, crds.all_crds())
-        configuration = client.Configuration()
-        await config.load_kube_config(config_file=str(plane.kubeconfig),
-                                      client_configuration=configuration)
-        async with client.ApiClient(configuration) as api:
-            bench = Bench(plane, api)
+        kube = Kube.connect(plane.kubeconfig)
+        try:
+            bench = Bench(plane, kube)
             session = Session(bench, Audit(plane.audit_log), await bench.operator_kubeconfig(),
                               args, figures)
             for run in range(args.runs):
                 print(f"run {run + 1}/{args.runs}", flush=True)
                 await one_run(session, run)
+        finally:
+            await kube.close()
         meta = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "machine": machine(),
                 "kube": plane.version, "runs": args.runs, "idle_seconds": args.idle_seconds,
                 "resync_seconds": args.resync_seconds, "unrelated": args.unrelated}

@@ -226,12 +226,26 @@ ROOT = "/mnt"  # where the container's root is built, in its private mount names
 FRESH = {"tmp": "1777", "run": "755"}  # each container's own, empty: name -> mode
 
 
+def _fresh(path: Path) -> bool:
+    """Whether `path` lies where the pod gets fresh directories (/tmp, /run)."""
+    return len(path.parts) > 1 and path.parts[1] in FRESH
+
+
+def host_paths(launch_: Launch) -> list[Path]:
+    """Host directories the local command itself needs (its executable's, the source trees
+    on PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
+    needed = [Path(launch_.argv[0]).parent] if launch_.argv[0].startswith("/") else []
+    needed += [Path(p) for p in launch_.env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
+    return [path for path in dict.fromkeys(needed) if _fresh(path) and path.exists()]
+
+
 def mount_script(launch_: Launch, volumes: Path) -> str:
     """Shell that builds the container's root in the private mount namespace, then runs the
     process in it as its user.
 
     The root is a tmpfs holding the host's top-level directories (bound, with whatever is
-    mounted below them), a fresh /tmp and /run, the image's files and the pod's volumes.
+    mounted below them), a fresh /tmp and /run, the host paths the command needs
+    (host_paths: bound back at their own paths), the image's files and the pod's volumes.
     A directory a mount needs is made at the top level of that root, or in an overlay of its
     nearest existing parent, so the host's files never change.
     """
@@ -252,12 +266,13 @@ def mount_script(launch_: Launch, volumes: Path) -> str:
         user = f"{launch_.uid}:x:{launch_.uid}:{launch_.gid}::/:/sbin/nologin"
         lines += [*_overlay(Path("/etc"), overlaid), f"echo {user} >> {ROOT}/etc/passwd"]
     for source, path, read_only in [
+            *((str(host), str(host), True) for host in host_paths(launch_)),
             *((host, path, True) for host, path in launch_.image_files),
             *((str(volumes / m.volume / m.sub_path), m.path, m.read_only)
               for m in launch_.mounts)]:
         # As the container will see it: /var/run/... is /run/..., the root's own /run.
         target = Path(os.path.realpath(path))
-        if target.parts[1] not in FRESH and not target.exists():
+        if not _fresh(target) and not target.exists():
             parent = next(p for p in target.parents if p.exists())
             if parent != Path("/"):
                 lines += _overlay(parent, overlaid)

@@ -36,20 +36,12 @@ from manager.api.models import (
     GlobalConfig,
     ProxyConfig,
 )
-from manager.api.rules import (
-    OPERATOR_NETWORK_POLICIES,
-    SHARED_NAMESPACES,
-    SYSTEM_NAMESPACE_PREFIXES,
-)
+from manager.api.patterns import is_reserved_label_key, is_shared_namespace
+from manager.api.rules import OPERATOR_NETWORK_POLICIES
 
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
 ESM_GLOBAL = "spec.globalConfig"
-
-# Label keys the operator sets itself; a user label must not override them.
-RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "external-secrets.io/",
-                           "rbac.authorization.k8s.io/")
-RESERVED_LABEL_KEYS = frozenset({"app", "servicebinding.io/controller"})
 
 # cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
 MINIMUM_CERTIFICATE_DURATION = "1h"
@@ -298,11 +290,6 @@ def _camel(snake: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def is_shared_namespace(namespace: str) -> bool:
-    """A namespace the operand must not share (the CRD's rule, for `render` and old objects)."""
-    return namespace in SHARED_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIXES)
-
-
 _RECREATE = ("namespace is immutable: delete the ExternalSecretsConfig (the operand it "
              "installed stays) and create it again with a namespace of the operand's own, such "
              "as 'external-secrets'")
@@ -334,11 +321,6 @@ def _operating_namespace(app: ApplicationConfig | None) -> str | None:
                           f"{namespace!r} is not a valid namespace name: use lowercase letters, "
                           "digits and '-', starting and ending with a letter or digit")
     return namespace
-
-
-def is_reserved_label_key(key: str) -> bool:
-    """Whether `key` belongs to the operator's own labels (users may not set it)."""
-    return key in RESERVED_LABEL_KEYS or key.startswith(RESERVED_LABEL_PREFIXES)
 
 
 def _checked_user_labels(labels: Mapping[str, str] | None, path: str) -> dict[str, str]:

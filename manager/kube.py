@@ -1,17 +1,17 @@
-"""A small asynchronous Kubernetes client for arbitrary kinds, built on kubernetes_asyncio.
+"""A small asynchronous Kubernetes client for arbitrary kinds: JSON over aiohttp.
 
 The operator handles a dozen kinds, two of them (cert-manager's) optional, so it talks to
-the API with plain JSON over the ApiClient that kubernetes_asyncio already authenticates
-(bearer token, client certificate, in-cluster service account), instead of the typed
-per-kind APIs or the DynamicClient (which discovers every group of the cluster up front).
-Every request has a timeout; errors become `ApiError` with the status and the server's
-message.
+the API with plain JSON requests instead of typed per-kind APIs: no client library, whose
+generated models kopf would import in full (docs/development.md, "Client choice"). aiohttp is
+kopf's own HTTP client. Credentials come from manager.credentials (kubeconfig, exec plugins,
+the rotating in-cluster token); after a 401 they are fetched again and the request is sent
+once more. Every request has a timeout; errors become `ApiError` with the status and the
+server's message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, config
+
+from manager.credentials import Credentials, CredentialsError, load_credentials
 
 JsonObject = dict[str, Any]
 
@@ -40,13 +41,16 @@ TRANSIENT_STATUSES = frozenset({0, 408, 409, 425, 429, 500, 502, 503, 504})
 class ApiError(Exception):
     """A failed API request: HTTP status (0 when the server was not reached) and message."""
 
-    def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = ""):
+    def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = "",
+                 *, details: JsonObject | None = None):
         super().__init__(f"{method} {path}: {status} {reason}: {message}".strip())
         self.status = status
         self.reason = reason
         self.message = message
         self.method = method
         self.path = path
+        self.details = details or {}
+        """The Status object's `details` (for example `causes` of a 422)."""
 
     @property
     def not_found(self) -> bool:
@@ -67,22 +71,6 @@ class WatchEvent:
     object: JsonObject
 
 
-async def load_configuration(kubeconfig: str | os.PathLike[str] | None = None,
-                             ) -> client.Configuration:
-    """Client configuration from `kubeconfig`, else $KUBECONFIG or ~/.kube/config, else the
-    in-cluster service account."""
-    configuration = client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    default = Path.home() / ".kube" / "config"
-    if path is None and not default.exists():
-        config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration)
-        return configuration
-    await config.load_kube_config(config_file=str(path or default),
-                                  client_configuration=configuration)
-    return configuration
-
-
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -98,26 +86,53 @@ def own_namespace(environ: Mapping[str, str] = os.environ,
         return None
 
 
-async def bearer_token(configuration: client.Configuration) -> str | None:
-    """The bearer token the configuration authenticates with, if any."""
-    header: object = configuration.get_api_key_with_prefix("BearerToken")
-    if inspect.isawaitable(header):
-        header = await header
-    if not header:
-        return None
-    text = str(header)
-    return text.split(" ", 1)[1] if " " in text else text
-
-
 class Kube:
-    """JSON requests against one API server, with the credentials of `configuration`."""
+    """JSON requests against one API server, authenticated by `credentials`."""
 
-    def __init__(self, configuration: client.Configuration):
-        self.configuration = configuration
-        self.api = client.ApiClient(configuration)
+    def __init__(self, credentials: Credentials):
+        self.credentials = credentials
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def connect(cls, kubeconfig: str | os.PathLike[str] | None = None) -> Kube:
+        """From `kubeconfig`, else $KUBECONFIG, ~/.kube/config or the in-cluster account."""
+        return cls(load_credentials(kubeconfig))
 
     async def close(self) -> None:
-        await self.api.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _send(self, method: str, path: str, *, query: Mapping[str, str] | None,
+                    body: object, content_type: str, accept: str,
+                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """The response (to be released by the caller); after a 401 the credentials are
+        fetched again and the request is sent once more."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        data = None if body is None else json.dumps(body).encode()
+        for attempt in (1, 2):
+            headers = {"Accept": accept}
+            if data is not None:
+                headers["Content-Type"] = content_type
+            try:
+                authorization = await self.credentials.authorization()
+                if authorization:
+                    headers["Authorization"] = authorization
+                response = await self._session.request(
+                    method, self.credentials.server + path, params=query, data=data,
+                    headers=headers, ssl=await self.credentials.ssl_context(),
+                    proxy=self.credentials.proxy, timeout=timeout,
+                    server_hostname=self.credentials.tls_server_name)
+            except (TimeoutError, aiohttp.ClientError, OSError, CredentialsError) as error:
+                raise ApiError(0, type(error).__name__, str(error) or "connection failed",
+                               method, path) from error
+            if response.status == 401 and attempt == 1:
+                response.release()
+                self.credentials.invalidate()
+                continue
+            return response
+        raise AssertionError("unreachable")
 
     async def request(
         self,
@@ -131,24 +146,17 @@ class Kube:
         timeout: float = REQUEST_TIMEOUT_SECONDS,
     ) -> JsonObject:
         """One request; the decoded JSON response (`{}` when empty). Raises ApiError."""
+        response = await self._send(method, path, query=query, body=body,
+                                    content_type=content_type, accept=accept,
+                                    timeout=aiohttp.ClientTimeout(total=timeout))
         try:
-            response = await self.api.call_api(
-                path, method,
-                query_params=list((query or {}).items()),
-                header_params={"Content-Type": content_type, "Accept": accept},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
             async with response:
                 data = await response.read()
-                status = response.status
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                            method, path) from error
-        if not 200 <= status <= 299:
-            raise _api_error(status, data, method, path)
+        if not 200 <= response.status <= 299:
+            raise _api_error(response.status, data, method, path)
         if not data:
             return {}
         decoded: JsonObject = json.loads(data)
@@ -210,22 +218,14 @@ class Kube:
             query["fieldSelector"] = field_selector
         timeout = aiohttp.ClientTimeout(total=None, connect=REQUEST_TIMEOUT_SECONDS,
                                         sock_read=timeout_seconds + 30)
-        try:
-            response = await self.api.call_api(
-                path, "GET", query_params=list(query.items()),
-                header_params={"Accept": accept},
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-            )
-        except (TimeoutError, aiohttp.ClientError, OSError) as error:
-            raise ApiError(0, type(error).__name__, str(error) or "connection failed",
-                           "WATCH", path) from error
+        response = await self._send("GET", path, query=query, body=None,
+                                    content_type="application/json", accept=accept,
+                                    timeout=timeout)
         async with response:
             if response.status != 200:
                 raise _api_error(response.status, await response.read(), "WATCH", path)
             try:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
+                async for line in _lines(response.content):
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object", {})
@@ -237,16 +237,31 @@ class Kube:
                                "WATCH", path) from error
 
 
+async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Non-empty lines of a stream, however long (aiohttp's own line reading stops at 64 KiB)."""
+    pending = b""
+    async for chunk in stream.iter_any():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
 def _api_error(status: int, data: bytes, method: str, path: str) -> ApiError:
     reason, message = "", data.decode(errors="replace")[:500]
     try:
         body = json.loads(data)
     except ValueError:
         body = None
+    details = None
     if isinstance(body, dict):
         reason = str(body.get("reason", ""))
         message = str(body.get("message", message))
-    return ApiError(status, reason, message, method, path)
+        details = body.get("details")
+    return ApiError(status, reason, message, method, path, details=details)
 
 
 CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

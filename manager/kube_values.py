@@ -19,10 +19,13 @@ from fractions import Fraction
 from typing import Any
 from urllib.parse import urlsplit
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+from manager.api.patterns import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    LABEL_VALUE,
+    QUALIFIED_NAME_PART,
+    matches,
+)
 
 
 class InvalidValueError(ValueError):
@@ -66,15 +69,14 @@ def proxy_url_problem(value: str) -> str | None:
     return None
 
 
-
 def is_dns_label(value: str) -> bool:
     """RFC 1123 label: what namespaces and most object names must be."""
-    return len(value) <= 63 and _DNS_LABEL.fullmatch(value) is not None
+    return len(value) <= 63 and matches(DNS_LABEL, value)
 
 
 def is_dns_subdomain(value: str) -> bool:
     """RFC 1123 subdomain: what Secrets, Issuers and label key prefixes must be."""
-    return len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
+    return len(value) <= 253 and matches(DNS_SUBDOMAIN, value)
 
 
 def qualified_name_problem(key: str) -> str | None:
@@ -82,7 +84,7 @@ def qualified_name_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if slash and not is_dns_subdomain(prefix):
         return "the prefix before '/' must be a DNS subdomain of at most 253 characters"
-    if not name or len(name) > 63 or _NAME_PART.fullmatch(name) is None:
+    if not name or len(name) > 63 or not matches(QUALIFIED_NAME_PART, name):
         return ("the name must be 1-63 characters: alphanumeric, '-', '_' or '.', "
                 "starting and ending with an alphanumeric character")
     return None
@@ -90,7 +92,7 @@ def qualified_name_problem(key: str) -> str | None:
 
 def label_value_problem(value: str) -> str | None:
     """Why `value` is not a valid label value, or None."""
-    if len(value) > 63 or _LABEL_VALUE.fullmatch(value) is None:
+    if len(value) > 63 or not matches(LABEL_VALUE, value):
         return ("a label value must be empty or 1-63 characters: alphanumeric, '-', '_' or "
                 "'.', starting and ending with an alphanumeric character")
     return None

@@ -22,7 +22,8 @@ from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
-from manager.kube import JsonObject, Kube, install_crds, load_configuration, own_namespace
+from manager.credentials import load_credentials
+from manager.kube import JsonObject, Kube, install_crds, own_namespace
 from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
@@ -52,9 +53,9 @@ async def serve(options: OperatorOptions, *,
                 ready_flag: asyncio.Event | threading.Event | None = None,
                 holder: dict[str, OperatorRuntime] | None = None) -> None:
     """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread)."""
-    configuration = await load_configuration(options.kubeconfig)
+    credentials = load_credentials(options.kubeconfig)
     environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
-    kube = Kube(configuration)
+    kube = Kube(credentials)
     holder = holder if holder is not None else {}
 
     async def start_runtime() -> OperatorRuntime:
@@ -63,7 +64,7 @@ async def serve(options: OperatorOptions, *,
         await runtime.start()
         return runtime
 
-    registry = build_registry(start_runtime, configuration, holder)
+    registry = build_registry(start_runtime, credentials, holder)
     try:
         await kopf.operator(registry=registry, clusterwide=True, standalone=True,
                             liveness_endpoint=options.liveness_endpoint,
@@ -86,7 +87,7 @@ async def install_operator_crds(kubeconfig: Path, directory: Path = CRDS_DIR) ->
     crds = load_crds(directory)
     if not crds:
         raise FileNotFoundError(f"no CRDs in {directory}; run `make generate` first")
-    kube = Kube(await load_configuration(kubeconfig))
+    kube = Kube.connect(kubeconfig)
     try:
         await install_crds(kube, crds, field_manager=FIELD_MANAGER)
     finally:

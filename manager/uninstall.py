@@ -46,7 +46,7 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
-from manager.render.state import APPLY_ORDER, renderable_kinds
+from manager.render.state import kind_rank, renderable_kinds
 
 ESC_PATH = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
 # Kinds whose objects, when not the operator's, mean a namespace holds something of value.
@@ -130,11 +130,7 @@ class UninstallReport:
 def deletion_order() -> tuple[tuple[str, str], ...]:
     """The renderable kinds in reverse apply order, Namespace excluded (it goes last)."""
     kinds = [pair for pair in renderable_kinds() if pair[1] != "Namespace"]
-    return tuple(sorted(kinds, key=lambda pair: -_apply_rank(pair[1])))
-
-
-def _apply_rank(kind: str) -> int:
-    return APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+    return tuple(sorted(kinds, key=lambda pair: -kind_rank(pair[1])))
 
 
 async def read_esc(kube: Kube) -> JsonObject | None:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client, config
 
 from devcluster import controlplane
 from devcluster.cluster import SimulatedCluster, ensure_tool
+from manager.kube import Kube
 
 _SESSION: dict[str, object] = {"version": None}
 
@@ -112,13 +112,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def api_client(cluster: Cluster) -> AsyncIterator[client.ApiClient]:
-    """An admin kubernetes_asyncio client for the cluster under test."""
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=str(cluster.kubeconfig),
-                                  client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
-        yield api
+async def kube(cluster: Cluster) -> AsyncIterator[Kube]:
+    """An admin client of the operator's own client class (raw JSON, any kind)."""
+    admin = Kube.connect(cluster.kubeconfig)
+    yield admin
+    await admin.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

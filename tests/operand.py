@@ -18,7 +18,6 @@ from manager.kube import Kube
 from manager.uninstall import execute_uninstall, plan_uninstall
 
 ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
-OPERAND_PODS = "app.kubernetes.io/instance=external-secrets"
 
 # The objects an awaited item names: "Deployment ns/name:", "Certificate ns/name is",
 # "ValidatingWebhookConfiguration name:".
@@ -54,8 +53,19 @@ async def remove_operand(kube: Kube, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.1)
     report = await execute_uninstall(kube, await plan_uninstall(kube))
     assert not report.errors, report.errors
-    for namespace in {ref.namespace for ref in report.deleted if ref.kind == "Deployment"}:
-        while (await kube.list(f"/api/v1/namespaces/{namespace}/pods",
-                               label_selector=OPERAND_PODS)).get("items"):
-            assert time.monotonic() < deadline, f"operand pods are still running in {namespace}"
+    deployments = {(ref.namespace, ref.name) for ref in report.deleted
+                   if ref.kind == "Deployment"}
+    for namespace in {namespace for namespace, _ in deployments}:
+        while left := [pod for pod in (await kube.list(
+                f"/api/v1/namespaces/{namespace}/pods"))["items"]
+                       if (namespace, _deployment_of(pod)) in deployments]:
+            assert time.monotonic() < deadline, f"operand pods still running: {left}"
             await asyncio.sleep(0.2)
+
+
+def _deployment_of(pod: dict[str, Any]) -> str | None:
+    """The Deployment a pod belongs to: its ReplicaSet is named `<deployment>-<hash>`."""
+    for owner in pod["metadata"].get("ownerReferences") or []:
+        if owner.get("kind") == "ReplicaSet":
+            return str(owner["name"]).rsplit("-", 1)[0]
+    return None

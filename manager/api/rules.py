@@ -5,31 +5,23 @@ except where a `has()` guard keeps them from failing on an absent optional field
 rules are additions (documented in docs/api.md): they reject, at admission, specs the
 operator could never turn into a working installation.
 
-The CEL expressions are written as raw Python strings: `\\.` reaches CEL unchanged, CEL's
-string unescaping turns it into `\.`, and the regular expression matches a literal dot.
+Regular expressions come from manager/api/patterns.py, where the run-time checks find them
+too; `patterns.cel` doubles their backslashes for CEL's string literals.
 """
 
 from __future__ import annotations
 
+from manager.api import patterns
 from manager.api.markers import Rule
 
-# --- building blocks ------------------------------------------------------------------------
+# --- building blocks: the patterns of manager/api/patterns.py, as CEL string literals -------
 
-_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-# A label key: optional DNS-subdomain prefix and '/', then the name part.
-_LABEL_KEY = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$"
-# Keys of the operator's own labels, which user labels must not override.
-_RESERVED_LABEL_KEY = (
-    r"^app\\.kubernetes\\.io/|^external-secrets\\.io/|^rbac\\.authorization\\.k8s\\.io/"
-    r"|^servicebinding\\.io/controller$|^app$"
-)
-# A Go time.Duration as metav1.Duration parses it (no sign: negative intervals make no sense).
-_GO_DURATION = r"^([0-9]+(\\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$"
+_DNS_LABEL = patterns.cel(patterns.DNS_LABEL)
+_DNS_SUBDOMAIN = patterns.cel(patterns.DNS_SUBDOMAIN)
+_LABEL_KEY = patterns.cel(patterns.LABEL_KEY)
+_LABEL_VALUE = patterns.cel(patterns.LABEL_VALUE)
+_RESERVED_LABEL_KEY = patterns.cel(patterns.RESERVED_LABEL_KEY)
+_GO_DURATION = patterns.cel(patterns.GO_DURATION)
 
 # Regular expressions of metav1.Condition (pydantic patterns; Python `re` syntax).
 CONDITION_TYPE_PATTERN = (
@@ -226,8 +218,8 @@ NAMESPACE_NAME = (
 # Namespaces the operand must never share: the cluster's own and the distribution's. The
 # operator also refuses, at run time, the namespace it runs in itself (manager/config.py),
 # which CEL cannot know.
-SHARED_NAMESPACES = ("default", "openshift")
-SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+SHARED_NAMESPACES = patterns.SHARED_NAMESPACES
+SYSTEM_NAMESPACE_PREFIXES = patterns.SYSTEM_NAMESPACE_PREFIXES
 
 
 def _quoted(names: tuple[str, ...]) -> str:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from manager.apply.cache import ObjectCache
 from manager.apply.convergence import is_converged, prepare_for_apply
 from manager.apply.discovery import Discovery
 from manager.apply.ownership import is_foreign, managed_by
@@ -40,21 +41,27 @@ class Applier:
     """Applies manifests with one field manager (`external-secrets-operator`), forcing
     ownership of the fields it sets, in the order given."""
 
-    def __init__(self, kube: Kube, discovery: Discovery, field_manager: str = FIELD_MANAGER):
+    def __init__(self, kube: Kube, discovery: Discovery, cache: ObjectCache,
+                 field_manager: str = FIELD_MANAGER):
         self.kube = kube
         self.discovery = discovery
+        self.cache = cache
         self.field_manager = field_manager
 
     async def read(self, desired: JsonObject) -> Observed:
-        """GET the object `desired` names (none can exist while its API is not served); an
-        object being deleted cannot be applied yet."""
+        """The object `desired` names: from the cache of the operator's own objects, else
+        from the server (an object of that name that is not the operator's is invisible to
+        the cache; none can exist while its API is not served). An object being deleted
+        cannot be applied yet."""
         ref = ObjectRef.of(desired)
-        try:
-            resource = await self.discovery.resolve(ref.api_version, ref.kind)
-            live = None if resource is None else await self.kube.get(
-                resource.object_path(ref.name, ref.namespace or None))
-        except ApiError as error:
-            raise ObjectError(ref, "get", error) from error
+        live = self.cache.get(ref) if self.cache.synced((ref.group, ref.kind)) else None
+        if live is None:
+            try:
+                resource = await self.discovery.resolve(ref.api_version, ref.kind)
+                live = None if resource is None else await self.kube.get(
+                    resource.object_path(ref.name, ref.namespace or None))
+            except ApiError as error:
+                raise ObjectError(ref, "get", error) from error
         if live is not None and live["metadata"].get("deletionTimestamp"):
             raise TerminatingObjectError(ref)
         return Observed(desired, ref, live)
@@ -73,6 +80,7 @@ class Applier:
                                             body, field_manager=self.field_manager)
         except ApiError as error:
             raise ObjectError(ref, "apply", error) from error
+        self.cache.put((ref.group, ref.kind), applied)  # before the watch event says so
         if observed.foreign and live is not None:
             action, note = Action.ADOPTED, f"it was managed by {managed_by(live)}"
         else:

@@ -20,29 +20,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable
 
+from manager.apply.cache import ObjectCache
 from manager.apply.convergence import applied_by
 from manager.apply.discovery import Discovery, Resource
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.render.state import kind_rank
 
 logger = logging.getLogger(__name__)
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={OPERATOR_NAME}"
 NEVER_PRUNED_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
-
-# Dependents before what they depend on: webhooks stop pointing at Services first, and
-# RBAC goes last so that nothing runs without its permissions.
-_DELETE_ORDER = (
-    "ValidatingWebhookConfiguration", "Deployment", "NetworkPolicy", "Service", "Certificate",
-    "Secret", "ConfigMap", "RoleBinding", "ClusterRoleBinding", "Role", "ClusterRole",
-    "ServiceAccount",
-)
-
-
-def deletion_rank(kind: str) -> int:
-    return _DELETE_ORDER.index(kind) if kind in _DELETE_ORDER else -1
-
 
 def owned_by_us(obj: JsonObject, field_manager: str = FIELD_MANAGER) -> bool:
     labels = obj.get("metadata", {}).get("labels") or {}
@@ -51,9 +40,11 @@ def owned_by_us(obj: JsonObject, field_manager: str = FIELD_MANAGER) -> bool:
 
 
 class Pruner:
-    def __init__(self, kube: Kube, discovery: Discovery, field_manager: str = FIELD_MANAGER):
+    def __init__(self, kube: Kube, discovery: Discovery, cache: ObjectCache,
+                 field_manager: str = FIELD_MANAGER):
         self.kube = kube
         self.discovery = discovery
+        self.cache = cache
         self.field_manager = field_manager
 
     async def find_unwanted(self, kinds: Iterable[tuple[str, str]],
@@ -62,24 +53,34 @@ class Pruner:
         order."""
         wanted = {ref.identity() for ref in keep}
         found: list[tuple[Resource, JsonObject]] = []
-        for api_version, kind in sorted(set(kinds), key=lambda k: deletion_rank(k[1])):
+        for api_version, kind in sorted(set(kinds), key=lambda k: -kind_rank(k[1])):
             if kind in NEVER_PRUNED_KINDS:
                 continue
             resource = await self.discovery.resolve(api_version, kind)
             if resource is None:  # the API is not served, so none can exist
                 continue
-            try:
-                listing = await self.kube.list(resource.collection_path(),
-                                               label_selector=MANAGED_SELECTOR,
-                                               accept=PARTIAL_METADATA_LIST)
-            except ApiError as error:
-                raise ObjectError(ObjectRef(api_version, kind, "", "*"), "list", error) from error
-            for item in listing.get("items") or []:
-                item.update(apiVersion=api_version, kind=kind)  # not PartialObjectMetadata
+            for item in await self._ours(resource, api_version, kind):
                 if ObjectRef.of(item).identity() not in wanted and owned_by_us(
                         item, self.field_manager):
                     found.append((resource, item))
         return found
+
+    async def _ours(self, resource: Resource, api_version: str, kind: str) -> list[JsonObject]:
+        """Our objects of one kind: from the cache once its watch listed them, else listed
+        by the managed-by label."""
+        cached = self.cache.objects((api_version.rpartition("/")[0], kind))
+        if cached is not None:
+            return cached
+        try:
+            listing = await self.kube.list(resource.collection_path(),
+                                           label_selector=MANAGED_SELECTOR,
+                                           accept=PARTIAL_METADATA_LIST)
+        except ApiError as error:
+            raise ObjectError(ObjectRef(api_version, kind, "", "*"), "list", error) from error
+        items = listing.get("items") or []
+        for item in items:
+            item.update(apiVersion=api_version, kind=kind)  # not PartialObjectMetadata
+        return list(items)
 
     async def delete(self, resource: Resource, obj: JsonObject) -> ObjectResult:
         ref = ObjectRef.of(obj)
@@ -88,5 +89,6 @@ class Pruner:
             await self.kube.delete(path, uid=obj["metadata"].get("uid"))
         except ApiError as error:
             raise ObjectError(ref, "delete", error) from error
+        self.cache.remove((ref.group, ref.kind), obj)  # before the watch event says so
         logger.info("action=delete result=deleted kind=%s name=%s", ref.kind, ref.where)
         return ObjectResult(ref, Action.DELETED)

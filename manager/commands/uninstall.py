@@ -8,7 +8,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from manager.kube import ApiError, Kube, load_configuration
+from manager.kube import ApiError, Kube
 from manager.uninstall import (
     UninstallPlan,
     UninstallRefusedError,
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def uninstall(kubeconfig: str | None, *, namespace: str | None, yes: bool, force: bool,
                     out: TextIO) -> int:
-    kube = Kube(await load_configuration(kubeconfig))
+    kube = Kube.connect(kubeconfig)
     try:
         plan = await plan_uninstall(kube, namespace)
         print_plan(plan, out)

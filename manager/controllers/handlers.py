@@ -15,37 +15,41 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from kubernetes_asyncio import client
 
 from manager.constants import ESC_KIND, ESM_KIND
 from manager.controllers.runtime import OperatorRuntime
-from manager.kube import bearer_token
+from manager.credentials import Credentials
 
 logger = logging.getLogger(__name__)
 
 
-async def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
-    """kopf logs in with exactly the credentials the operator's own client uses."""
-    token = await bearer_token(configuration)
-    if not configuration.host:
-        raise kopf.LoginError("the client configuration names no API server")
+async def connection_info(credentials: Credentials) -> kopf.ConnectionInfo:
+    """kopf logs in with exactly the credentials the operator's own client uses; a rotating
+    credential carries its expiry, so kopf asks again in time."""
+    authorization = await credentials.authorization()
+    certificate = credentials.certificate
+    expires = credentials.expires
     return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme="Bearer" if token else None,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-        proxy_url=configuration.proxy,
+        server=credentials.server,
+        ca_path=credentials.ca_file,
+        ca_data=credentials.ca_data,
+        insecure=credentials.insecure,
+        scheme="Bearer" if authorization else None,
+        token=authorization.split(" ", 1)[1] if authorization else None,
+        certificate_data=certificate.certificate if certificate else None,
+        private_key_data=certificate.key if certificate else None,
+        proxy_url=credentials.proxy,
+        expiration=(datetime.fromtimestamp(expires, UTC)
+                    if expires is not None and expires != float("inf") else None),
     )
 
 
 def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]],
-                   configuration: client.Configuration,
+                   credentials: Credentials,
                    holder: dict[str, OperatorRuntime]) -> kopf.OperatorRegistry:
     """A fresh registry (several operators may run one after another in one process).
 
@@ -73,7 +77,7 @@ def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]],
 
     @kopf.on.login(registry=registry)
     async def login(**_: Any) -> kopf.ConnectionInfo:
-        return await connection_info(configuration)
+        return await connection_info(credentials)
 
     @kopf.on.probe(id="lastPass", registry=registry)
     def last_pass(**_: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from manager.apply import (
     Pruner,
     TerminatingObjectError,
 )
+from manager.apply.cache import ObjectCache
 from manager.config import (
     ESM_GLOBAL,
     ConfigError,
@@ -64,7 +65,7 @@ from manager.controllers.preflight import (
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
-from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
+from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
 
@@ -110,35 +111,29 @@ def esm_default_object() -> JsonObject:
     }
 
 
-# Kinds whose status decides Ready (readiness.py): their watches follow status changes too.
-STATUS_KINDS = frozenset({"Deployment", "Certificate"})
+# Kinds whose status decides Ready (readiness.py): watched whole, so status changes count.
+STATUS_KINDS = frozenset({"Deployment", "Certificate", "ValidatingWebhookConfiguration"})
 
 
 def child_watches(desired: DesiredState) -> set[WatchSpec]:
-    """One label-selected watch per kind the renderer can produce: namespaced kinds in the
-    operand namespace, cluster-scoped kinds cluster-wide; plus, per kind, each other
-    namespace a desired object lives in (the controller's Role in the operating namespace).
-    Deployments and Certificates are watched with their status (it decides Ready)."""
-    specs = {WatchSpec(api_version, kind,
-                       None if kind in CLUSTER_SCOPED_KINDS else desired.namespace,
-                       label_selector=MANAGED_SELECTOR, with_status=kind in STATUS_KINDS)
-             for api_version, kind in desired.kinds()}
-    specs.update(WatchSpec(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"],
-                           label_selector=MANAGED_SELECTOR, with_status=obj["kind"] in STATUS_KINDS)
-                 for obj in desired.objects()
-                 if obj["metadata"].get("namespace", desired.namespace) != desired.namespace)
-    return specs
+    """One watch per kind the renderer can produce, selected by the managed-by label, in
+    every namespace: the operator's own objects wherever they are (an operating namespace's
+    Role, what a moved operand left behind). They feed the ObjectCache."""
+    return {WatchSpec(api_version, kind, label_selector=MANAGED_SELECTOR,
+                      with_status=kind in STATUS_KINDS, cached=True)
+            for api_version, kind in desired.kinds()}
 
 
 class Reconciler:
     def __init__(self, kube: Kube, discovery: Discovery, environment: OperatorEnvironment,
-                 events: EventRecorder):
+                 events: EventRecorder, cache: ObjectCache):
         self.kube = kube
         self.discovery = discovery
         self.environment = environment
         self.events = events
-        self.applier = Applier(kube, discovery)
-        self.pruner = Pruner(kube, discovery)
+        self.cache = cache
+        self.applier = Applier(kube, discovery, cache)
+        self.pruner = Pruner(kube, discovery, cache)
         self.preflight = Preflight(kube, discovery)
         self.facts = ClusterFacts(kube)
         self.annotator = CrdAnnotator(kube)

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 from manager.apply import Discovery
+from manager.apply.cache import ObjectCache
 from manager.config import OperatorEnvironment
 from manager.constants import (
     API_VERSION,
@@ -87,9 +88,10 @@ class OperatorRuntime:
         self.kube = kube
         self.discovery = Discovery(kube)
         self.queue = ReconcileQueue()
-        self.watcher = Watcher(kube, self.discovery, self._child_changed)
+        self.cache = ObjectCache()
+        self.watcher = Watcher(kube, self.discovery, self._child_changed, self.cache)
         self.reconciler = Reconciler(kube, self.discovery, environment,
-                                     EventRecorder(kube, events_namespace))
+                                     EventRecorder(kube, events_namespace), self.cache)
         self.resync_seconds = resync_seconds
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()

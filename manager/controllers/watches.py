@@ -20,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 
@@ -32,6 +34,8 @@ Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
 
 RESTART_BACKOFF_MAX = 30.0
 UNRESOLVED_RECHECK_MAX = 60.0
+# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon.
+FIRST_RECHECK = 0.25
 
 
 @dataclass(frozen=True, order=True)
@@ -47,11 +51,32 @@ class WatchSpec:
     """Also status-only changes count (a CRD becoming Established)."""
     with_status: bool = False
     """Whole objects: changes of readiness in their status count (see readiness_digest)."""
+    cached: bool = False
+    """The objects also feed the ObjectCache (the operator's own, label-selected ones)."""
+
+    @property
+    def group_kind(self) -> tuple[str, str]:
+        return self.api_version.rpartition("/")[0], self.kind
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
         selector = ",".join(s for s in (self.label_selector, self.field_selector) if s)
         return f"{self.kind}{where} [{selector}]"
+
+
+# Watches end after a random half hour to an hour, so that an idle operator seldom sends a
+# request (each restart is one), and restarts spread out.
+WATCH_TIMEOUT_SECONDS = (1800, 3600)
+
+
+def _watch_timeout() -> int:
+    return random.randint(*WATCH_TIMEOUT_SECONDS)  # noqa: S311 (spreading, not secrecy)
+
+
+def _typed(item: JsonObject, spec: WatchSpec) -> JsonObject:
+    """An item as the cache keeps it: PartialObjectMetadata carries its own apiVersion and
+    kind, not the object's."""
+    return {**item, "apiVersion": spec.api_version, "kind": spec.kind}
 
 
 READINESS_COUNTS = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
@@ -81,10 +106,12 @@ def fingerprint(obj: JsonObject, spec: WatchSpec) -> tuple[object, ...]:
 class Watcher:
     """Keeps one watch task per WatchSpec of the current set."""
 
-    def __init__(self, kube: Kube, discovery: Discovery, notify: Callable[[WatchSpec, str], None]):
+    def __init__(self, kube: Kube, discovery: Discovery, notify: Callable[[WatchSpec, str], None],
+                 cache: ObjectCache | None = None):
         self._kube = kube
         self._discovery = discovery
         self._notify = notify
+        self._cache = cache if cache is not None else ObjectCache()
         self._tasks: dict[WatchSpec, asyncio.Task[None]] = {}
         self._rediscovered = asyncio.Event()
 
@@ -102,6 +129,8 @@ class Watcher:
         wanted = set(specs)
         for spec in set(self._tasks) - wanted:
             self._tasks.pop(spec).cancel()
+            if spec.cached:
+                self._cache.forget(spec.group_kind)
             logger.debug("action=unwatch watch=%s", spec)
         # Sorted by text: optional fields are None in some specs and str in others.
         for spec in sorted(wanted - set(self._tasks), key=str):
@@ -120,14 +149,14 @@ class Watcher:
     async def _run(self, spec: WatchSpec) -> None:
         seen: Fingerprints | None = None
         backoff = 1.0
-        recheck = 1.0
+        recheck = FIRST_RECHECK
         while True:
             try:
                 resource = await self._discovery.resolve(spec.api_version, spec.kind)
                 if resource is None:
                     # Not served (yet). A CRD watch calls rediscover() when it arrives;
                     # discovery may lag a little behind, hence the quick first rechecks.
-                    recheck = 1.0 if await self._pause(recheck) else min(
+                    recheck = FIRST_RECHECK if await self._pause(recheck) else min(
                         recheck * 2, UNRESOLVED_RECHECK_MAX)
                     continue
                 path = resource.collection_path(spec.namespace if resource.namespaced else None)
@@ -135,6 +164,8 @@ class Watcher:
                 backoff = 1.0
                 await self._follow(spec, path, seen, version)
             except ApiError as error:
+                if spec.cached:  # events may be missed until the next listing
+                    self._cache.forget(spec.group_kind)
                 if error.status != 410:  # 410: resume point too old, list again at once
                     logger.warning("action=watch result=error watch=%s error=%r", spec,
                                    f"{error.status} {error.reason}: {error.message}")
@@ -143,6 +174,8 @@ class Watcher:
                     await self._pause(backoff)
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
             except (ValueError, KeyError) as error:  # a malformed response: start over
+                if spec.cached:
+                    self._cache.forget(spec.group_kind)
                 logger.warning("action=watch result=error watch=%s error=%r", spec, str(error))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
@@ -161,8 +194,10 @@ class Watcher:
         listing = await self._kube.list(
             path, label_selector=spec.label_selector, field_selector=spec.field_selector,
             accept="application/json" if spec.with_status else PARTIAL_METADATA_LIST)
-        seen = {item["metadata"]["uid"]: fingerprint(item, spec)
-                for item in listing.get("items") or []}
+        items = [_typed(item, spec) for item in listing.get("items") or []]
+        seen = {item["metadata"]["uid"]: fingerprint(item, spec) for item in items}
+        if spec.cached:
+            self._cache.replace(spec.group_kind, items)
         # The first listing may already differ from what the last pass saw (the watch starts
         # after it); a re-listing may reveal events missed while disconnected.
         if previous is None or seen != previous:
@@ -174,7 +209,7 @@ class Watcher:
         while True:
             async for event in self._kube.watch(
                     path, resource_version=version, label_selector=spec.label_selector,
-                    field_selector=spec.field_selector,
+                    field_selector=spec.field_selector, timeout_seconds=_watch_timeout(),
                     accept="application/json" if spec.with_status else PARTIAL_METADATA):
                 metadata = event.object.get("metadata", {})
                 version = str(metadata.get("resourceVersion") or version)
@@ -183,8 +218,12 @@ class Watcher:
                 uid = metadata.get("uid", "")
                 if event.type == "DELETED":
                     seen.pop(uid, None)
+                    if spec.cached:
+                        self._cache.remove(spec.group_kind, event.object)
                     self._notify(spec, f"deleted {spec.kind} {metadata.get('name')}")
                     continue
+                if spec.cached:  # before the pass this event may start reads it
+                    self._cache.put(spec.group_kind, _typed(event.object, spec))
                 current = fingerprint(event.object, spec)
                 if seen.get(uid) != current:
                     seen[uid] = current

@@ -29,10 +29,14 @@ CLUSTER_SCOPED_KINDS: Final = frozenset(
 )
 
 
-def apply_rank(obj: Mapping[str, Any]) -> int:
-    """Position of an object's kind in APPLY_ORDER (unknown kinds go last)."""
-    kind = obj.get("kind")
+def kind_rank(kind: str) -> int:
+    """Position of a kind in APPLY_ORDER (unknown kinds go last). Deletion (pruning and
+    uninstalling) uses the reverse: dependents first, RBAC and the Namespace last."""
     return APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+
+
+def apply_rank(obj: Mapping[str, Any]) -> int:
+    return kind_rank(str(obj.get("kind")))
 
 
 def renderable_kinds() -> tuple[tuple[str, str], ...]:

@@ -38,7 +38,7 @@ import yaml
 
 from manager.constants import FIELD_MANAGER
 from manager.controllers.runtime import OperatorRuntime
-from manager.kube import ApiError, Kube, install_crds, load_configuration
+from manager.kube import ApiError, Kube, install_crds
 from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
 from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
@@ -198,14 +198,6 @@ def crd_dir() -> Path:
     result = subprocess.run(["bash", str(FETCH_CRDS)], stdout=subprocess.PIPE, text=True,
                             check=True, timeout=900)
     return Path(result.stdout.strip().splitlines()[-1])
-
-
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def kube(cluster: Cluster) -> AsyncIterator[Kube]:
-    """The admin client of the operator's own client class (raw JSON, any kind)."""
-    admin = Kube(await load_configuration(cluster.kubeconfig))
-    yield admin
-    await admin.close()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

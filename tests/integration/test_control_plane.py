@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from manager.kube import CRD_COLLECTION, ApiError, Kube
 from tests.conftest import Cluster
 
 GROUP = "widgets.test.eso.local"
@@ -54,25 +53,25 @@ def unique(prefix: str) -> str:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def namespace(api_client: client.ApiClient) -> AsyncIterator[str]:
+async def namespace(kube: Kube) -> AsyncIterator[str]:
     name = unique("cp")
-    await client.CoreV1Api(api_client).create_namespace(
-        {"metadata": {"name": name, "labels": {"eso-test": name}}})
+    await kube.create("/api/v1/namespaces", {"metadata": {"name": name, "labels": {
+        "eso-test": name}}}, field_manager="eso-test")
     yield name
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def widget_crd(api_client: client.ApiClient) -> str:
-    ext = client.ApiextensionsV1Api(api_client)
+async def widget_crd(kube: Kube) -> str:
     try:
-        await ext.create_custom_resource_definition(WIDGET_CRD)
-    except ApiException as error:
+        await kube.create(CRD_COLLECTION, WIDGET_CRD, field_manager="eso-test")
+    except ApiError as error:
         if error.status != 409:
             raise
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        crd = await ext.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
-        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
+        crd = await kube.request("GET", f"{CRD_COLLECTION}/{PLURAL}.{GROUP}")
+        if any(c["type"] == "Established" and c["status"] == "True"
+               for c in (crd.get("status") or {}).get("conditions") or []):
             return GROUP
         await asyncio.sleep(0.2)
     raise AssertionError("widget CRD never became Established")
@@ -84,19 +83,17 @@ def widget(name: str, size: int) -> dict[str, Any]:
 
 
 async def test_cel_rule_rejects_with_422_and_its_message(
-    api_client: client.ApiClient, namespace: str, widget_crd: str,
+    kube: Kube, namespace: str, widget_crd: str,
 ) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    with pytest.raises(ApiException) as rejected:
-        await custom.create_namespaced_custom_object(
-            widget_crd, "v1", namespace, PLURAL, widget("too-big", 11))
+    collection = f"/apis/{widget_crd}/v1/namespaces/{namespace}/{PLURAL}"
+    with pytest.raises(ApiError) as rejected:
+        await kube.create(collection, widget("too-big", 11), field_manager="eso-test")
     assert rejected.value.status == 422
-    causes = json.loads(rejected.value.body)["details"]["causes"]
+    causes = rejected.value.details["causes"]
     assert [(c["field"], c["message"]) for c in causes] == [
         ("spec", 'Invalid value: "object": size must be at most 10')]
 
-    created = await custom.create_namespaced_custom_object(
-        widget_crd, "v1", namespace, PLURAL, widget("fits", 10))
+    created = await kube.create(collection, widget("fits", 10), field_manager="eso-test")
     assert created["spec"]["size"] == 10
 
 
@@ -116,12 +113,13 @@ async def test_server_side_apply_records_the_field_manager(
 
 
 async def test_rbac_denies_a_service_account_without_permissions(
-    api_client: client.ApiClient, cluster: Cluster, namespace: str,
+    kube: Kube, cluster: Cluster, namespace: str,
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    await core.create_namespaced_service_account(namespace, {"metadata": {"name": "nobody"}})
-    token = (await core.create_namespaced_service_account_token(
-        "nobody", namespace, {"spec": {"expirationSeconds": 600}})).status.token
+    accounts = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+    await kube.create(accounts, {"metadata": {"name": "nobody"}}, field_manager="eso-test")
+    token = (await kube.request("POST", f"{accounts}/nobody/token", body={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 600}}))["status"]["token"]
 
     result = cluster.kubectl("get", "secrets", "-n", namespace, f"--token={token}",
                              "--user=", check=False)
@@ -133,16 +131,15 @@ async def test_rbac_denies_a_service_account_without_permissions(
 
 
 async def test_webhook_calls_fail_fast_and_never_leave_loopback(
-    api_client: client.ApiClient, namespace: str,
+    kube: Kube, namespace: str,
 ) -> None:
-    admission = client.AdmissionregistrationV1Api(api_client)
-    core = client.CoreV1Api(api_client)
-    await core.create_namespaced_service(namespace, {
+    await kube.create(f"/api/v1/namespaces/{namespace}/services", {
         "metadata": {"name": "nowhere"},
         "spec": {"ports": [{"port": 443, "targetPort": 10250}], "selector": {"app": "nowhere"}},
-    })
+    }, field_manager="eso-test")
     hook_name = unique("loopback-probe")
-    await admission.create_validating_webhook_configuration({
+    webhooks = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+    await kube.create(webhooks, {
         "metadata": {"name": hook_name},
         "webhooks": [{
             "name": "probe.eso.test",
@@ -156,26 +153,25 @@ async def test_webhook_calls_fail_fast_and_never_leave_loopback(
             "admissionReviewVersions": ["v1"],
             "timeoutSeconds": 10,
         }],
-    })
+    }, field_manager="eso-test")
     try:
         # The webhook configuration takes effect asynchronously: retry until it bites.
         started = time.monotonic()
-        error = await _first_webhook_rejection(core, namespace)
+        error = await _first_webhook_rejection(kube, namespace)
         assert time.monotonic() - started < 10
         assert 'failed calling webhook "probe.eso.test"' in error
         assert "no endpoints available" in error or "unreachable" in error
     finally:
-        await admission.delete_validating_webhook_configuration(hook_name)
+        await kube.delete(f"{webhooks}/{hook_name}")
 
 
-async def _first_webhook_rejection(core: client.CoreV1Api, namespace: str) -> str:
+async def _first_webhook_rejection(kube: Kube, namespace: str) -> str:
     for attempt in range(50):
         try:
-            await core.create_namespaced_config_map(
-                namespace, {"metadata": {"name": f"probe-{attempt}"}})
-        except ApiException as error:
-            message: str = json.loads(error.body)["message"]
-            return message
+            await kube.create(f"/api/v1/namespaces/{namespace}/configmaps",
+                              {"metadata": {"name": f"probe-{attempt}"}}, field_manager="eso-test")
+        except ApiError as error:
+            return error.message
         await asyncio.sleep(0.1)
     raise AssertionError("the webhook never intercepted a request")
 

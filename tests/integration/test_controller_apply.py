@@ -8,6 +8,7 @@ from typing import Any
 
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.apply import Action, Applier, Discovery, ObjectRef, Pruner
+from manager.apply.cache import ObjectCache
 from manager.config import OperatorEnvironment, effective_config
 from manager.constants import MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.kube import Kube
@@ -34,7 +35,7 @@ async def test_second_apply_of_every_rendered_object_writes_nothing(
                           "tolerations": [{"key": "k", "operator": "Exists"}],
                           "nodeSelector": {"disk": "ssd"}}}
     objects = rendered(spec)
-    applier = Applier(kube, Discovery(kube))
+    applier = Applier(kube, Discovery(kube), ObjectCache())
     first = await applier.apply_all(objects)
     # (The namespace existed: the Applier adopts it; the reconciler would not write it.)
     assert all(r.action in (Action.CREATED, Action.UPDATED, Action.ADOPTED) for r in first)
@@ -55,7 +56,8 @@ async def test_second_apply_of_every_rendered_object_writes_nothing(
 async def test_pruning_deletes_only_objects_the_operator_applied(
         kube: Kube, user_objects: UserObjects) -> None:
     discovery = Discovery(kube)
-    applier, pruner = Applier(kube, discovery), Pruner(kube, discovery)
+    cache = ObjectCache()  # never synced: every read goes to the server
+    applier, pruner = Applier(kube, discovery, cache), Pruner(kube, discovery, cache)
     labels = {MANAGED_BY_LABEL: OPERATOR_NAME}
     ours = {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "applied-by-operator", "namespace": NAMESPACE,

@@ -106,9 +106,11 @@ async def test_foreign_labels_and_status_churn_cause_no_writes(
     nothing."""
     await installed.wait_idle()
     installed.log.requests.clear()
+    before = installed.passes
     await kube.request("PATCH", DEPLOYMENT, content_type="application/merge-patch+json",
                        body={"metadata": {"labels": {"owner": "someone-else"}}})
-    await eventually(lambda: _assert_passes_after(installed, 1), timeout=REPAIR_SECONDS)
+    await eventually(lambda: _assert_passes_after(installed, before + 1),
+                     timeout=REPAIR_SECONDS)
     await installed.wait_idle()
     assert installed.log.writes() == [], json.dumps(installed.log.writes())
     live = await kube.request("GET", DEPLOYMENT)
@@ -116,9 +118,9 @@ async def test_foreign_labels_and_status_churn_cause_no_writes(
 
 
 async def _assert_passes_after(operator: OperatorThread, minimum: int) -> None:
-    assert any(method == "GET" and "/deployments/external-secrets" in url
-               for method, url in operator.log.requests), "no pass has looked yet"
-    assert operator.passes >= minimum
+    """The change woke the operator: a pass ran after it (from its cache, maybe reading
+    nothing at all)."""
+    assert operator.passes >= minimum, "no pass has looked yet"
 
 
 async def test_a_burst_of_changes_is_coalesced(kube: Kube, installed: OperatorThread) -> None:

@@ -2,9 +2,8 @@
 
 An administrator may pre-create the operand namespace and run other workloads in it. Every
 policy the operator applies is evaluated by the API server itself: its podSelector becomes a
-label selector for listing the namespace's Pods. This control plane runs no ReplicaSet
-controller, so the test creates, for each pod-template owner, the Pod that controller would
-create from its template (same labels).
+label selector for listing the namespace's Pods, the real ones the ReplicaSet controller
+created for the operand's Deployments and for the other workloads.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from tests.integration.conftest import (
     UserObjects,
     eventually,
     wait_condition,
+    wait_installed,
 )
 
 StartOperator = Callable[..., Awaitable[OperatorThread]]
@@ -51,23 +51,31 @@ def label_selector(selector: dict[str, Any]) -> str:
     return ",".join(terms)
 
 
-def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
-            "spec": {"containers": [{"name": "app", "image": "example.com/app:1"}]}}
-
-
 async def create_unrelated_workloads(kube: Kube) -> None:
     for name, labels in UNRELATED.items():
         deployment = {
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": pod(name, labels)["spec"]}}}
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "containers": [{"name": "app", "image": "example.com/app:1"}]}}}}
         await kube.apply(f"{DEPLOYMENTS}/{name}", deployment, field_manager="someone-else")
-        await kube.apply(f"{PODS}/{name}-1", pod(f"{name}-1", labels),
-                         field_manager="someone-else")
+
+
+async def pods_of(kube: Kube, name: str) -> set[str]:
+    """The pods of Deployment `name`, by its own pod template's labels (all of them)."""
+    deployment = await kube.request("GET", f"{DEPLOYMENTS}/{name}")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+
+    async def created() -> set[str]:
+        listing = await kube.list(PODS, label_selector=",".join(
+            f"{key}={value}" for key, value in labels.items()))
+        found = {p["metadata"]["name"] for p in listing["items"]}
+        assert found, f"no pod of {name} yet"
+        return found
+
+    result: set[str] = await eventually(created)
+    return result
 
 
 async def test_no_policy_selects_a_pod_the_operator_did_not_render(
@@ -84,16 +92,10 @@ async def test_no_policy_selects_a_pod_the_operator_did_not_render(
     await esc.create({"controllerConfig": {"namespace": NAMESPACE},
                       "appConfig": {"bitwardenSecretManagerProvider": {
                           "enabled": "true", "secretRef": {"name": TLS_SECRET}}}})
-    await wait_condition(esc, "Ready", "True")
-
-    # The operand's own pods, as the ReplicaSet controller would create them.
-    ours = {}
-    for name in ("external-secrets", "bitwarden-sdk-server"):
-        deployment = await kube.request("GET", f"{DEPLOYMENTS}/{name}")
-        labels = deployment["spec"]["template"]["metadata"]["labels"]
-        await kube.apply(f"{PODS}/{name}-1", pod(f"{name}-1", labels),
-                         field_manager="someone-else")
-        ours[name] = f"{name}-1"
+    await wait_installed(esc, NAMESPACE)
+    ours = {name: await pods_of(kube, name)
+            for name in ("external-secrets", "bitwarden-sdk-server")}
+    unrelated = set().union(*[await pods_of(kube, name) for name in UNRELATED])
 
     policies = (await kube.list(POLICIES, label_selector=MANAGED))["items"]
     assert len(policies) >= 6, [p["metadata"]["name"] for p in policies]
@@ -102,14 +104,13 @@ async def test_no_policy_selects_a_pod_the_operator_did_not_render(
         listing = await kube.list(PODS, label_selector=label_selector(
             policy["spec"]["podSelector"]))
         selected[policy["metadata"]["name"]] = {p["metadata"]["name"] for p in listing["items"]}
-    unrelated = {f"{name}-1" for name in UNRELATED}
     assert all(not names & unrelated for names in selected.values()), selected
-    # The selectors do select the operand: deny-all covers both pods, each component's
-    # policy its own.
-    assert set(ours.values()) <= selected["deny-all-traffic"]
-    assert selected["allow-api-server-egress-for-main-controller"] == {ours["external-secrets"]}
-    assert selected["allow-api-server-egress-for-bitwarden-server"] == {
-        ours["bitwarden-sdk-server"]}
+    # The selectors do select the operand: deny-all covers both, each component's policy
+    # its own pods.
+    assert ours["external-secrets"] | ours["bitwarden-sdk-server"] <= selected["deny-all-traffic"]
+    assert selected["allow-api-server-egress-for-main-controller"] == ours["external-secrets"]
+    assert selected["allow-api-server-egress-for-bitwarden-server"] == ours[
+        "bitwarden-sdk-server"]
     await user_objects.assert_untouched(kube)
 
 

@@ -57,8 +57,8 @@ from tests.operand import counts_as_installed, remove_operand
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
 logger = logging.getLogger("tests.resilience")
 
-# The integration suite's fixtures, registered here too (the admin client, the CRDs).
-kube = integration.kube
+# The integration suite's fixtures, registered here too (the CRDs; the admin client `kube` is
+# in tests/conftest.py).
 crd_dir = integration.crd_dir
 operator_crds = integration.operator_crds
 operand_crds = integration.operand_crds

@@ -10,7 +10,6 @@ from manager.apply.ownership import ForeignObjectsError, is_foreign, managed_by
 from manager.apply.prune import (
     MANAGED_SELECTOR,
     NEVER_PRUNED_KINDS,
-    deletion_rank,
     owned_by_us,
 )
 from manager.apply.results import (
@@ -22,7 +21,7 @@ from manager.apply.results import (
 )
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.kube import ApiError, JsonObject
-from manager.render.state import renderable_kinds
+from manager.render.state import APPLY_ORDER, kind_rank, renderable_kinds
 
 # --- ObjectRef ------------------------------------------------------------------------------
 
@@ -125,10 +124,9 @@ def test_anything_else_is_never_ours_to_delete(labels: dict[str, str],
     assert not owned_by_us(labelled(labels, managers))
 
 
-def test_every_kind_the_renderer_produces_has_a_deletion_rank() -> None:
+def test_every_kind_the_renderer_produces_has_its_place_in_the_one_order() -> None:
     for _, kind in renderable_kinds():
-        if kind not in NEVER_PRUNED_KINDS:
-            assert deletion_rank(kind) >= 0, kind
+        assert kind_rank(kind) < len(APPLY_ORDER), kind
     assert "Namespace" in NEVER_PRUNED_KINDS
 
 
@@ -144,7 +142,8 @@ def test_every_kind_the_renderer_produces_has_a_deletion_rank() -> None:
     ("Certificate", "Secret"),
 ])
 def test_dependents_are_deleted_before_what_they_depend_on(first: str, then: str) -> None:
-    assert deletion_rank(first) < deletion_rank(then)
+    """Deletion (pruning, uninstall) is the apply order reversed."""
+    assert kind_rank(first) > kind_rank(then)
 
 
 # --- ownership --------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from manager.controllers.reconciler import (
 from manager.controllers.status import Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec, fingerprint
 from manager.kube import ApiError, JsonObject, own_namespace
-from manager.render import CLUSTER_SCOPED_KINDS, render_operand
+from manager.render import render_operand
 
 
 def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
@@ -114,10 +114,10 @@ def test_status_watches_ignore_timestamps_and_messages() -> None:
                  with_status=True)
 
 
-def test_only_deployments_and_certificates_are_watched_with_status() -> None:
+def test_the_kinds_whose_status_decides_ready_are_watched_whole() -> None:
     watched = {spec.kind for spec in child_watches(render_operand(config(CERT_MANAGER)))
                if spec.with_status}
-    assert watched == {"Deployment", "Certificate"}
+    assert watched == {"Deployment", "Certificate", "ValidatingWebhookConfiguration"}
 
 
 # --- preflight: the watches that end a wait for a dependency --------------------------------
@@ -179,13 +179,14 @@ def test_a_missing_dependency_names_the_field() -> None:
 # --- reconciler: watches on children --------------------------------------------------------
 
 
-def test_children_are_watched_by_our_label_where_they_live() -> None:
+def test_children_are_watched_by_our_label_in_every_namespace_and_cached() -> None:
     desired = render_operand(config(namespace="es"))
     specs = child_watches(desired)
     assert {(spec.api_version, spec.kind) for spec in specs} == set(desired.kinds())
     for spec in specs:
         assert spec.label_selector == "app.kubernetes.io/managed-by=external-secrets-operator"
-        assert spec.namespace == (None if spec.kind in CLUSTER_SCOPED_KINDS else "es")
+        assert spec.namespace is None  # what a moved operand left behind is found too
+        assert spec.cached
 
 
 # --- reconciler: classifying a failed pass --------------------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devcluster import images, pods
+from devcluster.runner import host_paths, mount_script
 
 OPERAND = pods.ImageEntry(("/bin/external-secrets",), ("/cache/external-secrets",), 65534)
 
@@ -99,3 +101,31 @@ def test_the_user_comes_from_the_container_then_the_pod_then_the_image() -> None
 ])
 def test_images_match_by_repository(image: str, repository: str) -> None:
     assert images.repository(image) == repository
+
+
+def test_host_paths_the_command_needs_survive_the_fresh_tmp(tmp_path: Path) -> None:
+    """A cache or source tree under /tmp (a CI home, a release worktree) would be hidden by the
+    pod's fresh /tmp: it is bound back at its own path in the pod's root, before the volumes."""
+    binary = tmp_path / "bin" / "external-secrets"
+    binary.parent.mkdir()
+    binary.touch()
+    source = tmp_path / "release"
+    source.mkdir()
+    started = pods.Launch("c", (str(binary), "--flag"), {"PYTHONPATH": f"{source}:relative"},
+                          (pods.Mount("certs", "/tmp/certs"),), 65534, 65534,  # noqa: S108
+                          pods.Probe("none"), pods.Probe("none"), ())
+    assert host_paths(started) == [binary.parent, source]
+    script = mount_script(started, tmp_path / "volumes")
+    lines = script.splitlines()
+    fresh_tmp = lines.index("mount -t tmpfs -o mode=1777 tmpfs /mnt/tmp")
+    assert lines.index(f"mount --bind {binary.parent} /mnt{binary.parent}") > fresh_tmp
+    assert lines.index(f"mount --bind {source} /mnt{source}") > fresh_tmp
+    assert lines.index(f"mount --bind {tmp_path}/volumes/certs /mnt/tmp/certs") > lines.index(
+        f"mount --bind {source} /mnt{source}")
+    assert lines[-1].startswith("exec chroot /mnt ")
+
+
+def test_nothing_is_bound_back_for_commands_outside_tmp_and_run() -> None:
+    started = pods.Launch("c", ("/usr/bin/env",), {}, (), 0, 0, pods.Probe("none"),
+                          pods.Probe("none"), ())
+    assert host_paths(started) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 
 from manager.controllers.queue import DEBOUNCE_SECONDS, ReconcileQueue
 
@@ -141,3 +142,27 @@ async def test_the_default_debounce_still_coalesces() -> None:
     await asyncio.sleep(0)
     queue.request("b")
     assert await batch == {"a", "b"}
+
+
+async def test_passes_start_at_most_five_a_second_however_eager_the_requests() -> None:
+    queue = ReconcileQueue(debounce=0.0, min_interval=0.2)
+    loop = asyncio.get_running_loop()
+    starts = []
+    for _ in range(4):
+        queue.request("fight")
+        await queue.next_batch()
+        starts.append(loop.time())
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.19, gaps
+
+
+async def test_after_a_quiet_spell_a_request_is_served_at_once() -> None:
+    queue = ReconcileQueue(debounce=0.02, min_interval=0.2)
+    queue.request("first")
+    await queue.next_batch()
+    await asyncio.sleep(0.3)  # longer than the minimum interval: no extra wait
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    queue.request("repair")
+    await queue.next_batch()
+    assert loop.time() - asked < 0.1

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.api.patterns import is_reserved_label_key, is_shared_namespace
 from manager.commands.render import dump_objects
 from manager.config import (
     BitwardenSettings,
@@ -24,8 +25,6 @@ from manager.config import (
     OperatorEnvironment,
     ProxySettings,
     effective_config,
-    is_reserved_label_key,
-    is_shared_namespace,
 )
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.context import RESTRICTED_CONTAINER_SECURITY_CONTEXT

@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from manager.kube import Kube, load_configuration
+from manager.kube import Kube
 from tests.conftest import Cluster
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def admin(cluster: Cluster) -> AsyncIterator[Kube]:
-    kube = Kube(await load_configuration(cluster.kubeconfig))
+    kube = Kube.connect(cluster.kubeconfig)
     yield kube
     await kube.close()

@@ -1,0 +1,52 @@
+r"""The syntax Kubernetes imposes on names, labels and durations, and the operator's own
+reserved names: declared once.
+
+Each pattern is a Python regular expression without anchors. The CRD's CEL rules
+(manager/api/rules.py) embed it with `cel()`, the operator's run-time checks
+(manager/kube_values.py, manager/config.py) match it with `re.fullmatch`.
+tests/api/test_patterns_agree.py sends one table of values through both, CEL on the real
+API server, so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = rf"{DNS_LABEL}(\.{DNS_LABEL})*"
+# The name part of a qualified name (label keys, annotation keys) and of label values.
+QUALIFIED_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+LABEL_KEY = rf"({DNS_SUBDOMAIN}/)?{QUALIFIED_NAME_PART}"
+LABEL_VALUE = rf"({QUALIFIED_NAME_PART})?"
+# A Go time.Duration as metav1.Duration parses it (no sign: negative intervals make no sense).
+GO_DURATION = r"([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+"
+
+# Label keys the operator sets itself (selectors, RBAC aggregation); users may not set them.
+RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "external-secrets.io/",
+                           "rbac.authorization.k8s.io/")
+RESERVED_LABEL_KEYS = ("app", "servicebinding.io/controller")
+RESERVED_LABEL_KEY = "|".join(
+    [f"{re.escape(prefix)}.*" for prefix in RESERVED_LABEL_PREFIXES]
+    + [re.escape(key) for key in RESERVED_LABEL_KEYS])
+
+# Namespaces the operand must never share: the cluster's own and the distribution's.
+SHARED_NAMESPACES = ("default", "openshift")
+SYSTEM_NAMESPACE_PREFIXES = ("kube-", "openshift-")
+
+
+def cel(pattern: str) -> str:
+    """`pattern`, anchored, for a single-quoted CEL string literal: CEL unescapes the string
+    before compiling the regular expression, so every backslash is doubled."""
+    return f"^({pattern})$".replace("\\", "\\\\")
+
+
+def matches(pattern: str, value: str) -> bool:
+    return re.fullmatch(pattern, value) is not None
+
+
+def is_reserved_label_key(key: str) -> bool:
+    return matches(RESERVED_LABEL_KEY, key)
+
+
+def is_shared_namespace(namespace: str) -> bool:
+    return namespace in SHARED_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIXES)
