@@ -30,7 +30,7 @@ import pytest_asyncio
 from devcluster import catalog, controlplane, olm
 from devcluster import images as image_map
 from devcluster.cluster import SimulatedCluster
-from manager.kube import Kube, load_configuration
+from manager.kube import Kube
 from manager.olm import identity
 from tests.upgrade import test_upgrade as scenario
 from tests.upgrade.test_upgrade import (
@@ -178,7 +178,7 @@ async def olm_cluster(olm_workdir: Path) -> AsyncIterator[OlmCluster]:
     simulated = SimulatedCluster(olm_workdir / "cluster", olm=True, pod_cidr=POD_CIDR)
     started = time.monotonic()
     await asyncio.to_thread(simulated.start)
-    kube = Kube(await load_configuration(simulated.kubeconfig))
+    kube = Kube.connect(simulated.kubeconfig)
     cluster = OlmCluster(simulated, kube, olm_workdir, {"cluster start": started})
     cluster.mark("cluster and OLM working")
     try:
