@@ -77,6 +77,8 @@ class Launch:
     """Names of variables whose values come from Secrets (never logged)."""
     image_files: tuple[tuple[str, str], ...] = ()
     """The image's files: (host directory, path in the container)."""
+    command: tuple[str, ...] = ()
+    """The local command that stands in for the image's entrypoint (argv starts with it)."""
 
 
 class LaunchError(Exception):
@@ -203,7 +205,7 @@ def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: An
                 if p.get("protocol", "TCP") == "TCP"}
     ports = declared | {p.port for p in (readiness, liveness) if p.kind != "none"}
     return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
-                  tuple(sorted(ports)), secret_env, image.files)
+                  tuple(sorted(ports)), secret_env, image.files, image.local)
 
 
 # --- status, as a kubelet would report it ---------------------------------------------------

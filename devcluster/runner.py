@@ -232,9 +232,11 @@ def _fresh(path: Path) -> bool:
 
 
 def host_paths(launch_: Launch) -> list[Path]:
-    """Host directories the local command itself needs (its executable's, the source trees
-    on PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
-    needed = [Path(launch_.argv[0]).parent] if launch_.argv[0].startswith("/") else []
+    """Host directories the local command itself needs (those of its executable and of any
+    file it names, such as the cpb that OLM's util image copies; the source trees on
+    PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
+    words = launch_.command or launch_.argv[:1]
+    needed = [Path(word).parent for word in words if word.startswith("/")]
     needed += [Path(p) for p in launch_.env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
     return [path for path in dict.fromkeys(needed) if _fresh(path) and path.exists()]
 

@@ -125,6 +125,22 @@ def test_host_paths_the_command_needs_survive_the_fresh_tmp(tmp_path: Path) -> N
     assert lines[-1].startswith("exec chroot /mnt ")
 
 
+def test_a_file_the_local_command_names_survives_the_fresh_tmp(tmp_path: Path) -> None:
+    """OLM's util image runs `cp -Rv CACHE/cpb /util/cpb` here: the cache is kept, the
+    container's own argument (/util/cpb) is not a host path."""
+    cpb = tmp_path / "olm" / "bin" / "cpb"
+    cpb.parent.mkdir(parents=True)
+    cpb.touch()
+    util = pods.ImageEntry(("/bin/cp", "-Rv", "/bin/cpb"), ("cp", "-Rv", str(cpb)), 0)
+    pod = {"metadata": {"name": "unpack", "namespace": "olm"}, "spec": {}}
+    container = {"name": "util", "image": "quay.io/operator-framework/olm:v0.42.0",
+                 "command": ["/bin/cp", "-Rv", "/bin/cpb", "/util/cpb"]}
+    started = pods.launch(pod, container, util, lambda *_: None, api_host="127.0.0.1",
+                          api_port=6443)
+    assert started.argv == ("cp", "-Rv", str(cpb), "/util/cpb")
+    assert host_paths(started) == [cpb.parent]
+
+
 def test_nothing_is_bound_back_for_commands_outside_tmp_and_run() -> None:
     started = pods.Launch("c", ("/usr/bin/env",), {}, (), 0, 0, pods.Probe("none"),
                           pods.Probe("none"), ())
