@@ -27,6 +27,7 @@ help:
 	@echo "make render        print the objects for ESC=$(ESC) without a cluster"
 	@echo "make cluster-up    start the simulated cluster (hack/local-cluster.sh up)"
 	@echo "make cluster-down  stop it"
+	@echo "make test-olm      only the OLM install, upgrade and uninstall tests (tests/olm)"
 	@echo "make lint          ruff and mypy"
 	@echo "make generate      regenerate CRDs, docs/api.md, operator manifests and bundle/"
 	@echo "make verify        fail if generated files are stale"
@@ -52,6 +53,8 @@ prereqs:
 	bash hack/build-tool.sh cert-manager >/dev/null
 	hack/fetch-crds.sh >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
+	bash hack/build-tool.sh olm >/dev/null
+	bash hack/build-tool.sh opm >/dev/null
 
 test: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
@@ -133,3 +136,8 @@ upgrade-kind: venv
 .PHONY: test-resilience
 test-resilience: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/resilience $(PYTEST_ARGS)
+
+# OLM installs, upgrades and removes the operator (tests/olm, docs/olm.md); part of `make test`.
+.PHONY: test-olm
+test-olm: venv prereqs
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/olm $(PYTEST_ARGS)

@@ -1,12 +1,18 @@
 """`python -m devcluster up|down|env|run|runner`: the simulated cluster for people and tools.
 
-    up --dir DIR       start it (state in DIR) and return; print the KUBECONFIG export
+    up --dir DIR       start it (state in DIR) with every CRD the operator needs and
+                       return; print the KUBECONFIG export; with --olm, start OLM
+                       (devcluster/olm.py) instead of installing the CRDs
     env --dir DIR      print the KUBECONFIG export of a running one
     down --dir DIR     stop it and remove DIR
     run -- CMD...      start one in a temporary directory with every CRD the operator needs
                        (its own and the operand's), run CMD with KUBECONFIG set and kubectl
                        on PATH, stop it
     runner --dir DIR   the pod runner of the cluster in DIR (started by `up` and `run`)
+    olm --dir DIR      OLM's processes of the cluster in DIR (started by `up --olm`)
+    catalog --dir DIR SOURCE...
+                       serve OLM a catalog of the releases in these source trees (oldest
+                       first; devcluster/catalog.py), replacing the one it serves
 
 Run it inside a loopback-only network namespace (hack/local-cluster.sh, hack/netns-run.sh).
 """
@@ -14,6 +20,7 @@ Run it inside a loopback-only network namespace (hack/local-cluster.sh, hack/net
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from devcluster import controlplane, crds
+from devcluster import catalog, controlplane, crds, olm
 from devcluster import images as image_map
 from devcluster.api import Api
 from devcluster.cluster import SimulatedCluster
@@ -36,13 +43,17 @@ from devcluster.runner import PodRunner
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("up", "down", "env", "run", "runner"))
+    parser.add_argument("action", choices=("up", "down", "env", "run", "runner", "olm",
+                                           "catalog"))
     parser.add_argument("--dir", type=Path, default=controlplane.default_state_dir())
-    parser.add_argument("command", nargs="*", help="for run: the command to run")
-    args = parser.parse_args(argv)
+    parser.add_argument("--olm", action="store_true", help="for up: start OLM too")
+    parser.add_argument("command", nargs="*",
+                        help="for run: the command to run; for catalog: the source trees")
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    action = {"up": up, "down": down, "env": env, "run": run, "runner": runner}[args.action]
+    action = {"up": up, "down": down, "env": env, "run": run, "runner": runner,
+              "olm": olm_host, "catalog": serve_catalog}[args.action]
     return action(args)
 
 
@@ -51,9 +62,10 @@ def up(args: argparse.Namespace) -> int:
         print(f"already running (state in {args.dir}); `down` first", file=sys.stderr)
         return env(args)
     controlplane.require_loopback_only_network()
-    cluster = SimulatedCluster(args.dir, detached=True)
+    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm)
     cluster.start()
-    crds.install(cluster.api, crds.all_crds())
+    if not args.olm:  # with OLM, the CRDs come from the bundle
+        crds.install(cluster.api, crds.all_crds())
     print(f"kube-apiserver {cluster.plane.version} at {cluster.plane.server}", file=sys.stderr)
     return env(args)
 
@@ -95,11 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def runner(args: argparse.Namespace) -> int:
-    kubeconfig = yaml.safe_load((args.dir / "kubeconfig").read_text())
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    api = Api(server, kubeconfig["users"][0]["user"]["token"], args.dir / "ca.crt")
-    host, port = server.removeprefix("https://").rsplit(":", 1)
-    pods = PodRunner(api, args.dir, image_map.load(args.dir / "images.json"), host, int(port))
+    api = _admin(args.dir)
+    pods = PodRunner(api, args.dir, args.dir / "images.json", *api.address)
     stop = threading.Event()
     import signal  # noqa: PLC0415 (only the runner process handles signals)
 
@@ -109,6 +118,39 @@ def runner(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pods.stop_all()
     return 0
+
+
+def serve_catalog(args: argparse.Namespace) -> int:
+    if not args.command:
+        print("usage: python -m devcluster catalog --dir DIR SOURCE...", file=sys.stderr)
+        return 2
+    api = _admin(args.dir)
+    work = Path(tempfile.mkdtemp(prefix="catalog-", dir=args.dir))
+    releases = [catalog.prepare(Path(source).resolve(), work / "bundles" / str(number))
+                for number, source in enumerate(args.command)]
+    catalog.write(releases, work / "catalog", olm.binaries()[1] / "opm")
+    image_map.add(args.dir / "images.json", catalog.images(releases))
+    olm.publish(api, args.dir, work / "catalog")
+    print(f"serving {', '.join(r.name for r in releases)} as CatalogSource "
+          f"{olm.NAMESPACE}/{olm.CATALOG_SOURCE}", file=sys.stderr)
+    return 0
+
+
+def olm_host(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    import signal  # noqa: PLC0415 (only the host process handles signals)
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        olm.host(args.dir, _admin(args.dir).address, stop)
+    return 1 if not stop.is_set() else 0
+
+
+def _admin(directory: Path) -> Api:
+    """The admin's client of the cluster whose state is in `directory`."""
+    kubeconfig = yaml.safe_load((directory / "kubeconfig").read_text())
+    return Api(kubeconfig["clusters"][0]["cluster"]["server"],
+               kubeconfig["users"][0]["user"]["token"], directory / "ca.crt")
 
 
 if __name__ == "__main__":

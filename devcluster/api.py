@@ -32,6 +32,12 @@ class Api:
     token: str
     cafile: Path
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """The API server's loopback host and port."""
+        host, port = self.server.removeprefix("https://").rsplit(":", 1)
+        return host, int(port)
+
     def _open(self, method: str, path: str, query: Mapping[str, str] | None = None,
               body: object = None, *, content_type: str = "application/json",
               timeout: float | None = 30.0) -> Any:

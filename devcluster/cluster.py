@@ -25,15 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devcluster import images as image_map
+from devcluster import olm
 from devcluster.api import Api, ApiError
 from devcluster.controlplane import (
     LOOPBACK,
     ControlPlaneError,
     LocalControlPlane,
     ensure_binaries,
+    ensure_tool,
     free_port,
 )
-from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("devcluster")
 
@@ -42,25 +43,14 @@ NODE_IP = "127.0.0.2"
 NODES = ("sim-node-1", "sim-node-2")
 ZONES = ("zone-a", "zone-b")
 STAGES = Path(__file__).with_name("kwok-stages.yaml")
-BUILD_TOOL = REPO_ROOT / "hack" / "build-tool.sh"
 
 
-def ensure_tool(name: str) -> Path:
-    """The directory of a tool built by hack/build-tool.sh (built once per pin)."""
-    result = subprocess.run(["bash", str(BUILD_TOOL), name], stdout=subprocess.PIPE,
-                            check=False)
-    if result.returncode != 0:
-        raise ControlPlaneError(f"{BUILD_TOOL} {name} failed with exit code "
-                                f"{result.returncode}")
-    return Path(result.stdout.decode().strip().splitlines()[-1])
-
-
-def add_pod_route() -> None:
+def add_pod_route(pod_cidr: str) -> None:
     """Make every pod address local to this (loopback-only) network namespace."""
-    result = subprocess.run(["ip", "route", "add", "local", POD_CIDR, "dev", "lo", "table",
+    result = subprocess.run(["ip", "route", "add", "local", pod_cidr, "dev", "lo", "table",
                              "local"], capture_output=True, text=True, check=False)
     if result.returncode != 0 and "File exists" not in result.stderr:
-        raise ControlPlaneError(f"cannot route {POD_CIDR} to lo: {result.stderr.strip()}")
+        raise ControlPlaneError(f"cannot route {pod_cidr} to lo: {result.stderr.strip()}")
 
 
 def node_object(name: str, zone: str) -> dict[str, object]:
@@ -104,6 +94,10 @@ class SimulatedCluster:
     """Keep running after the starting process exits (`python -m devcluster up`)."""
     images: image_map.ImageMap = field(default_factory=dict)
     """Images the runner can run, besides the operand's."""
+    olm: bool = False
+    """Run OLM too (olm.py): its CRDs, olm-operator, catalog-operator, a catalog server."""
+    pod_cidr: str = POD_CIDR
+    """Pod addresses; two clusters in one network namespace need different ones."""
     plane: LocalControlPlane = field(init=False)
 
     def __post_init__(self) -> None:
@@ -124,7 +118,7 @@ class SimulatedCluster:
 
     def start(self, timeout: float = 60.0) -> None:
         started = time.monotonic()
-        add_pod_route()
+        add_pod_route(self.pod_cidr)
         tools = {name: ensure_tool(name) for name in ("kwok", "external-secrets")}
         self.plane.start()
         self._spawn_controllers(tools["kwok"] / "kwok")
@@ -137,6 +131,17 @@ class SimulatedCluster:
                                         "--dir", str(self.workdir)])
         self._wait_working(started + timeout)
         logger.info("simulated cluster ready in %.1f s", time.monotonic() - started)
+        if self.olm:
+            self.start_olm()
+
+    def start_olm(self, timeout: float = 60.0) -> None:
+        """Install and start OLM; return when its operators are working."""
+        started = time.monotonic()
+        olm.install(self.api, self.images_file)
+        self.plane.spawn("olm", [sys.executable, "-m", "devcluster", "olm",
+                                 "--dir", str(self.workdir)])
+        olm.wait_working(self.api, self._check_processes, started + timeout)
+        logger.info("OLM working in %.1f s", time.monotonic() - started)
 
     def stop(self) -> None:
         self.plane.stop()
@@ -159,6 +164,12 @@ class SimulatedCluster:
                     found.append(process)
         return found
 
+    def logs(self, namespace: str, container: str) -> dict[str, str]:
+        """The output of `container` in each pod of `namespace` the runner ran, by pod name
+        (also of pods that are gone)."""
+        return {path.parent.name.split("_")[1]: path.read_text(errors="replace")
+                for path in sorted((self.workdir / "pods").glob(f"{namespace}_*/{container}.log"))}
+
     def _spawn_controllers(self, kwok: Path) -> None:
         w, bins, kubeconfig = self.workdir, self.plane.bin_dir, str(self.kubeconfig)
         common = [f"--kubeconfig={kubeconfig}", "--leader-elect=false",
@@ -176,7 +187,7 @@ class SimulatedCluster:
             str(bins / "kube-scheduler"), *common, f"--secure-port={free_port()}"])
         self.plane.spawn("kwok", [
             str(kwok), f"--kubeconfig={kubeconfig}", "--manage-all-nodes=true",
-            f"--config={STAGES}", "--node-lease-duration-seconds=40", f"--cidr={POD_CIDR}",
+            f"--config={STAGES}", "--node-lease-duration-seconds=40", f"--cidr={self.pod_cidr}",
             f"--node-ip={NODE_IP}", f"--server-address={LOOPBACK}:{free_port()}"])
 
     def _wait_working(self, deadline: float) -> None:

@@ -34,6 +34,7 @@ import yaml
 from manager.paths import REPO_ROOT
 
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
+BUILD_TOOL = REPO_ROOT / "hack" / "build-tool.sh"
 LOOPBACK = "127.0.0.1"
 ADMIN_USER = "admin"
 STATE_FILE = "state.json"
@@ -62,6 +63,16 @@ def ensure_binaries() -> Path:
     result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, check=False)
     if result.returncode != 0:
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}")
+    return Path(result.stdout.decode().strip().splitlines()[-1])
+
+
+def ensure_tool(name: str) -> Path:
+    """The directory of a tool built by hack/build-tool.sh (built once per pin)."""
+    result = subprocess.run(["bash", str(BUILD_TOOL), name], stdout=subprocess.PIPE,
+                            check=False)
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{BUILD_TOOL} {name} failed with exit code "
+                                f"{result.returncode}")
     return Path(result.stdout.decode().strip().splitlines()[-1])
 
 

@@ -1,16 +1,18 @@
 """Which images the simulated cluster can run, and as what local command.
 
-Images are matched by repository (registry and path, without tag or digest). The operand's
-image runs the external-secrets binary built from its Go module at
-SIMULATION_EXTERNAL_SECRETS_VERSION (hack/build-tool.sh); the tag of the image in the pod does
-not change which binary runs, and tests that care say so. Other entries can be added (the
-map is a JSON file the runner reads at start), for example the operator's own image mapped
-to a source tree of the operator.
+An image is found by its full reference first (`repository:tag`: two versions of one image
+can run different code), else by its repository (registry and path, without tag or
+digest). The operand's image runs the external-secrets binary built from its Go module at
+SIMULATION_EXTERNAL_SECRETS_VERSION (hack/build-tool.sh); the tag of the image in the pod
+does not change which binary runs, and tests that care say so. Clusters started with OLM
+add OLM's images (olm.py) and, per catalog, the operator's and the bundles' (catalog.py).
+The map is a JSON file that the runner reads again whenever it changes.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from devcluster.pods import ImageEntry
@@ -19,6 +21,13 @@ OPERAND_REPOSITORY = "ghcr.io/external-secrets/external-secrets"
 # The operand image: ENTRYPOINT ["/bin/external-secrets"], USER 65534 (its Dockerfile).
 OPERAND_ENTRYPOINT = ("/bin/external-secrets",)
 NOBODY = 65534
+# The operator image (Dockerfile): ENTRYPOINT ["python", "-m", "manager"], USER 1001, and
+# the installed package. Here the package is a source tree, mounted where the image's
+# working directory is, and the Python environment is the one running this code.
+OPERATOR_ENTRYPOINT = ("python", "-m", "manager")
+OPERATOR_USER = 1001
+OPERATOR_SOURCE = "/opt/app-root/src"
+OPERATOR_PYTHON = "/opt/app-root/venv"
 
 ImageMap = dict[str, ImageEntry]
 
@@ -30,16 +39,44 @@ def repository(image: str) -> str:
     return name[: len(name) - len(last)] + last.split(":", 1)[0]
 
 
+def find(images: ImageMap, image: str) -> ImageEntry | None:
+    """The entry for `image`: by its full reference, else by its repository."""
+    return images.get(image) or images.get(repository(image))
+
+
 def default_images(operand_binary: Path) -> ImageMap:
     return {OPERAND_REPOSITORY: ImageEntry(OPERAND_ENTRYPOINT, (str(operand_binary),), NOBODY)}
 
 
+def operator_image(source: Path) -> ImageEntry:
+    """The operator image of the release whose source tree is `source`."""
+    # The test environment's virtualenv (both releases run with its packages), and the
+    # interpreter it links to, at its own path (it may live where /tmp hides it).
+    venv, interpreter = Path(sys.prefix), sys.base_prefix
+    return ImageEntry(OPERATOR_ENTRYPOINT, (f"{OPERATOR_PYTHON}/bin/python", "-m", "manager"),
+                      OPERATOR_USER,
+                      env=(("PYTHONPATH", OPERATOR_SOURCE), ("PYTHONDONTWRITEBYTECODE", "1"),
+                           ("PYTHONUNBUFFERED", "1")),
+                      files=((str(venv), OPERATOR_PYTHON), (str(source), OPERATOR_SOURCE),
+                             (interpreter, interpreter)))
+
+
 def save(images: ImageMap, path: Path) -> None:
-    path.write_text(json.dumps({name: {"entrypoint": list(e.entrypoint),
-                                       "local": list(e.local), "user": e.user}
-                                for name, e in images.items()}, indent=1))
+    document = {name: {"entrypoint": list(e.entrypoint), "local": list(e.local),
+                       "user": e.user, "env": dict(e.env), "files": dict(e.files)}
+                for name, e in images.items()}
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(json.dumps(document, indent=1))
+    partial.replace(path)  # the runner never reads half a map
 
 
 def load(path: Path) -> ImageMap:
-    return {name: ImageEntry(tuple(e["entrypoint"]), tuple(e["local"]), int(e["user"]))
+    return {name: ImageEntry(tuple(e["entrypoint"]), tuple(e["local"]), int(e["user"]),
+                             tuple((e.get("env") or {}).items()),
+                             tuple((e.get("files") or {}).items()))
             for name, e in json.loads(path.read_text()).items()}
+
+
+def add(path: Path, images: ImageMap) -> None:
+    """Add entries to the map of a running cluster (its runner picks them up)."""
+    save({**load(path), **images}, path)

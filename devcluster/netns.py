@@ -120,9 +120,10 @@ def _listen(address: tuple[str, int], namespace_fd: int | None = None) -> socket
 
 @dataclass
 class PodNetwork:
-    """The pod's network namespace and the relays in and out of it."""
+    """The pod's network namespace and the relays in and out of it. Without a pod IP it is a
+    namespace that reaches nothing but the API server (OLM's processes: olm.py)."""
 
-    pod_ip: str
+    pod_ip: str | None
     api: tuple[str, int]  # the API server's loopback address
     pause: subprocess.Popen[bytes] | None = None
     namespace_fd: int = -1
@@ -135,8 +136,8 @@ class PodNetwork:
 
     def start(self) -> None:
         """Create the namespace (lo up, with the pod IP) and the relay to the API server."""
-        script = (f"ip link set lo up && ip addr add {self.pod_ip}/32 dev lo && echo up && "
-                  "exec sleep infinity >/dev/null")
+        address = f"ip addr add {self.pod_ip}/32 dev lo && " if self.pod_ip else ""
+        script = (f"ip link set lo up && {address}echo up && exec sleep infinity >/dev/null")
         self.pause = subprocess.Popen(
             ["unshare", "--net", "--", "setpriv", "--pdeathsig=KILL", "--", "sh", "-c", script],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -149,6 +150,7 @@ class PodNetwork:
 
     def expose(self, port: int) -> None:
         """Relay `<podIP>:port` of the cluster's namespace into the pod."""
+        assert self.pod_ip is not None
         address = (self.pod_ip, port)
         self._relay(_listen(address), address, self.namespace_fd)
 

@@ -25,12 +25,17 @@ JsonObject = dict[str, Any]
 
 @dataclass(frozen=True)
 class ImageEntry:
-    """How an image runs here: its entrypoint as the image declares it, the local command
-    that stands in for it, and the image's default user."""
+    """How an image runs here: its entrypoint as the image declares it (or, for an image
+    that pods always run with a command of their own, that command), the local command that
+    stands in for it, the image's default user and environment, and the image's files: host
+    directories bind-mounted read-only at their paths in the container (a source tree).
+    """
 
     entrypoint: tuple[str, ...]
     local: tuple[str, ...]
     user: int = 65534
+    env: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str], ...] = ()  # (host directory, path in the container)
 
 VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -70,6 +75,10 @@ class Launch:
     """Ports reachable from outside the pod: declared container ports and probe ports."""
     secret_env: frozenset[str] = field(default_factory=frozenset)
     """Names of variables whose values come from Secrets (never logged)."""
+    image_files: tuple[tuple[str, str], ...] = ()
+    """The image's files: (host directory, path in the container)."""
+    command: tuple[str, ...] = ()
+    """The local command that stands in for the image's entrypoint (argv starts with it)."""
 
 
 class LaunchError(Exception):
@@ -97,11 +106,14 @@ def _field_value(pod: JsonObject, path: str) -> str:
     return str(value)
 
 
-def container_env(pod: JsonObject, container: JsonObject, lookup: Any,
-                  api_host: str, api_port: int) -> tuple[dict[str, str], frozenset[str]]:
-    """The environment of `container`; `lookup(kind, name, key)` reads Secret and ConfigMap
-    keys (None when absent). Returns the variables and the names that hold secret values."""
-    env = {"PATH": BASE_PATH, "HOSTNAME": pod["metadata"]["name"],
+def container_env(pod: JsonObject, container: JsonObject, lookup: Any, api_host: str,
+                  api_port: int, *, image_env: tuple[tuple[str, str], ...] = (),
+                  ) -> tuple[dict[str, str], frozenset[str]]:
+    """The environment of `container` over the image's; `lookup(kind, name, key)` reads
+    Secret and ConfigMap keys (None when absent). Returns the variables and the names that
+    hold secret values."""
+    # HOME as a container runtime sets it for a user the image's /etc/passwd lacks.
+    env = {"PATH": BASE_PATH, "HOME": "/", **dict(image_env), "HOSTNAME": pod["metadata"]["name"],
            "KUBERNETES_SERVICE_HOST": api_host, "KUBERNETES_SERVICE_PORT": str(api_port),
            "KUBERNETES_SERVICE_PORT_HTTPS": str(api_port)}
     secret_names: set[str] = set()
@@ -174,7 +186,8 @@ def user(pod: JsonObject, container: JsonObject, image_user: int) -> tuple[int, 
 def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: Any, *,
            api_host: str, api_port: int) -> Launch:
     """The process for `container`, whose image runs here as `image` says."""
-    env, secret_env = container_env(pod, container, lookup, api_host, api_port)
+    env, secret_env = container_env(pod, container, lookup, api_host, api_port,
+                                    image_env=image.env)
     command = tuple(expand(part, env) for part in container.get("command") or ())
     args = [expand(part, env) for part in container.get("args") or ()]
     if command:  # it replaces the entrypoint: only the image's own entrypoint can run here
@@ -192,7 +205,7 @@ def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: An
                 if p.get("protocol", "TCP") == "TCP"}
     ports = declared | {p.port for p in (readiness, liveness) if p.kind != "none"}
     return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
-                  tuple(sorted(ports)), secret_env)
+                  tuple(sorted(ports)), secret_env, image.files, image.local)
 
 
 # --- status, as a kubelet would report it ---------------------------------------------------
@@ -208,11 +221,14 @@ def container_status(container: JsonObject, state: JsonObject, ready: bool, rest
     return status
 
 
-def pod_conditions(ready: bool, message: str, now: str) -> list[JsonObject]:
+def pod_conditions(ready: bool, message: str, now: str, initialized: bool = True,
+                   ) -> list[JsonObject]:
     reason = "" if ready else "ContainersNotReady"
     text = "" if ready else message
     flag = "True" if ready else "False"
-    return [{"type": "Initialized", "status": "True", "lastTransitionTime": now},
+    return [{"type": "Initialized", "status": "True" if initialized else "False",
+             "reason": "" if initialized else "ContainersNotInitialized",
+             "lastTransitionTime": now},
             {"type": "ContainersReady", "status": flag, "reason": reason, "message": text,
              "lastTransitionTime": now},
             {"type": "Ready", "status": flag, "reason": reason, "message": text,

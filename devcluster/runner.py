@@ -3,19 +3,24 @@
 kwok gives each pod on a fake node an address (its pod-start stage) and nothing more. The
 runner watches those pods and, for every container whose image it knows (images.py), runs
 the image's entrypoint as a local process (pods.py decides the command line, environment,
-user and mounts) in the pod's own network namespace (netns.py). It reports what a kubelet
-would: containers waiting, running or terminated, restarts, and **Ready only while the real
-process answers its readiness probe** (a container without one is ready while its process
-runs). A pod's deletion stops its
-processes (SIGTERM, then SIGKILL after the grace period) before the pod object goes.
+user and mounts) in the pod's own network namespace (netns.py). Init containers run first,
+one after the other, each to completion. It reports what a kubelet would: containers
+waiting, running or terminated, restarts, the pod Succeeded or Failed once every container
+of a pod that is not restarted has ended (so Jobs complete), and **Ready only while the
+real process answers its readiness probe** (a container without one is ready while its
+process runs). A pod's deletion stops its processes (SIGTERM, then SIGKILL after the grace
+period) before the pod object goes.
 
-Each process gets a private mount namespace: fresh `/tmp` and `/run`, and the pod's volumes
-bind-mounted at their mount paths (a missing directory outside /tmp and /run is created in
-an overlay of its nearest existing parent, so the host's files never change). The
-ServiceAccount token is a real bound token from the TokenRequest API, refreshed before it
-expires, so the process has exactly the permissions its RBAC grants. Probes run at most a
-second apart and their initial delays are ten times shorter than declared, so tests do not
-wait 20 s for a webhook's first probe; the order of events is unchanged.
+Each process gets a private mount namespace with a root of its own: the host's top-level
+directories, fresh `/tmp` and `/run`, the image's files and the pod's volumes bind-mounted at
+their paths (a missing directory is created at the top level of that root, or in an overlay
+of its nearest existing parent, so the host's files never change).
+The image's files are the host's, so every process may read any host file, whatever its
+user (CAP_DAC_READ_SEARCH; it cannot write them). The ServiceAccount token is a real bound
+token from the TokenRequest API, refreshed before it expires, so the process has exactly the
+permissions its RBAC grants. Probes run at most a second apart and their initial delays are
+ten times shorter than declared, so tests do not wait 20 s for a webhook's first probe; the
+order of events is unchanged.
 
 This is test infrastructure: it is not part of the operator and never ships in its image.
 """
@@ -26,6 +31,7 @@ import base64
 import contextlib
 import logging
 import os
+import pwd
 import shlex
 import signal
 import socket
@@ -42,7 +48,15 @@ from typing import Any
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
 from devcluster.netns import PodNetwork
-from devcluster.pods import Launch, LaunchError, Probe, container_status, launch, pod_conditions
+from devcluster.pods import (
+    ImageEntry,
+    Launch,
+    LaunchError,
+    Probe,
+    container_status,
+    launch,
+    pod_conditions,
+)
 
 logger = logging.getLogger("devcluster.runner")
 
@@ -103,8 +117,10 @@ class Volumes:
         return True
 
     def _files(self, volume: JsonObject) -> dict[str, bytes] | None:
-        if "emptyDir" in volume:
-            (self.root / volume["name"]).mkdir(mode=0o777, parents=True, exist_ok=True)
+        if "emptyDir" in volume:  # writable by every user, as a kubelet makes it
+            directory = self.root / volume["name"]
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o777)
             return None
         if "secret" in volume:
             source = volume["secret"]
@@ -206,64 +222,88 @@ class Volumes:
 # --- one container ----------------------------------------------------------------------------
 
 
+ROOT = "/mnt"  # where the container's root is built, in its private mount namespace
+FRESH = {"tmp": "1777", "run": "755"}  # each container's own, empty: name -> mode
+
+
 def _fresh(path: Path) -> bool:
     """Whether `path` lies where the pod gets fresh directories (/tmp, /run)."""
-    return path.parts[1:2] in (("tmp",), ("run",))
+    return len(path.parts) > 1 and path.parts[1] in FRESH
 
 
 def host_paths(launch_: Launch) -> list[Path]:
-    """Host directories the local command itself needs (its executable's, the source trees
-    on PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
-    needed = [Path(launch_.argv[0]).parent] if launch_.argv[0].startswith("/") else []
+    """Host directories the local command itself needs (those of its executable and of any
+    file it names, such as the cpb that OLM's util image copies; the source trees on
+    PYTHONPATH) that the pod's fresh /tmp and /run would hide: they are bound back."""
+    words = launch_.command or launch_.argv[:1]
+    needed = [Path(word).parent for word in words if word.startswith("/")]
     needed += [Path(p) for p in launch_.env.get("PYTHONPATH", "").split(":") if p.startswith("/")]
     return [path for path in dict.fromkeys(needed) if _fresh(path) and path.exists()]
 
 
 def mount_script(launch_: Launch, volumes: Path) -> str:
-    """Shell that prepares the private mount namespace, then runs the process as its user.
+    """Shell that builds the container's root in the private mount namespace, then runs the
+    process in it as its user.
 
-    What must survive the fresh /tmp and /run (the volumes' staging directory, the command's
-    own files) is bound under a private /mnt first, then back in place.
+    The root is a tmpfs holding the host's top-level directories (bound, with whatever is
+    mounted below them), a fresh /tmp and /run, the host paths the command needs
+    (host_paths: bound back at their own paths), the image's files and the pod's volumes.
+    A directory a mount needs is made at the top level of that root, or in an overlay of its
+    nearest existing parent, so the host's files never change.
     """
-    kept = host_paths(launch_)
-    lines = ["set -e", "mount -t tmpfs -o mode=700 tmpfs /mnt", "mkdir /mnt/volumes",
-             f"mount --bind {shlex.quote(str(volumes))} /mnt/volumes"]
-    for number, path in enumerate(kept):
-        lines += [f"mkdir /mnt/keep{number}",
-                  f"mount --bind {shlex.quote(str(path))} /mnt/keep{number}"]
-    lines += ["mount -t tmpfs -o mode=755 tmpfs /run", "mount -t tmpfs -o mode=1777 tmpfs /tmp",
-              "mkdir -p /run/.overlay"]
-    for number, path in enumerate(kept):
-        lines += [f"mkdir -p {shlex.quote(str(path))}",
-                  f"mount --bind /mnt/keep{number} {shlex.quote(str(path))}"]
-    overlaid: set[str] = set()
-    for number, mount in enumerate(launch_.mounts):
-        target = Path(mount.path)
+    lines = ["set -e", f"mount -t tmpfs -o mode=755 tmpfs {ROOT}"]
+    for top in sorted(Path("/").iterdir()):
+        where = shlex.quote(f"{ROOT}/{top.name}")
+        if top.is_symlink():
+            lines.append(f"ln -s {shlex.quote(os.readlink(top))} {where}")
+        elif top.name in FRESH or f"/{top.name}" == ROOT:
+            lines.append(f"mkdir {where}")
+        elif top.is_dir():
+            lines += [f"mkdir {where}", f"mount --rbind {shlex.quote(str(top))} {where}"]
+    lines += [f"mount -t tmpfs -o mode={mode} tmpfs {ROOT}/{name}" for name, mode in FRESH.items()]
+    overlaid: set[Path] = set()
+    try:
+        pwd.getpwuid(launch_.uid)
+    except KeyError:  # as CRI-O does, the user gets an entry (Python's getpass needs one)
+        user = f"{launch_.uid}:x:{launch_.uid}:{launch_.gid}::/:/sbin/nologin"
+        lines += [*_overlay(Path("/etc"), overlaid), f"echo {user} >> {ROOT}/etc/passwd"]
+    for source, path, read_only in [
+            *((str(host), str(host), True) for host in host_paths(launch_)),
+            *((host, path, True) for host, path in launch_.image_files),
+            *((str(volumes / m.volume / m.sub_path), m.path, m.read_only)
+              for m in launch_.mounts)]:
+        # As the container will see it: /var/run/... is /run/..., the root's own /run.
+        target = Path(os.path.realpath(path))
         if not _fresh(target) and not target.exists():
             parent = next(p for p in target.parents if p.exists())
-            if parent == Path("/"):
-                raise LaunchError("CreateContainerError",
-                                  f"mount path {mount.path} needs a new top-level directory")
-            if str(parent) not in overlaid:
-                overlaid.add(str(parent))
-                work = f"/run/.overlay/{number}"
-                lines += [f"mkdir -p {work}/upper {work}/work",
-                          f"mount -t overlay overlay -o lowerdir={shlex.quote(str(parent))},"
-                          f"upperdir={work}/upper,workdir={work}/work {shlex.quote(str(parent))}"]
-        source = shlex.quote(str(Path("/mnt/volumes") / mount.volume / mount.sub_path))
-        lines += [f"mkdir -p {shlex.quote(mount.path)}",
-                  f"mount --bind {source} {shlex.quote(mount.path)}"]
-        if mount.read_only:
-            lines.append(f"mount -o remount,bind,ro {shlex.quote(mount.path)}")
-    lines += ["umount -l /mnt",
-              f'exec setpriv --reuid={launch_.uid} --regid={launch_.gid} --clear-groups '
-              '--pdeathsig=KILL -- "$@"']
+            if parent != Path("/"):
+                lines += _overlay(parent, overlaid)
+        inside = shlex.quote(f"{ROOT}{target}")
+        lines += [f"mkdir -p {inside}", f"mount --bind {shlex.quote(source)} {inside}"]
+        if read_only:
+            lines.append(f"mount -o remount,bind,ro {inside}")
+    lines.append(f"exec chroot {ROOT} setpriv --reuid={launch_.uid} --regid={launch_.gid} "
+                 "--clear-groups --inh-caps=+dac_read_search --ambient-caps=+dac_read_search "
+                 '--pdeathsig=KILL -- "$@"')
     return "\n".join(lines)
+
+
+def _overlay(directory: Path, overlaid: set[Path]) -> list[str]:
+    """Shell lines making the root's `directory` writable in an overlay (once)."""
+    if directory in overlaid:
+        return []
+    overlaid.add(directory)
+    work = shlex.quote(f"{ROOT}/run/.overlay{directory}")
+    lower = shlex.quote(f"{ROOT}{directory}")
+    return [f"mkdir -p {work}/upper {work}/work",
+            f"mount -t overlay overlay -o lowerdir={lower},upperdir={work}/upper,"
+            f"workdir={work}/work {lower}"]
 
 
 @dataclass
 class Container:
     spec: JsonObject
+    init: bool = False  # an init container: runs to completion before the next one starts
     launch: Launch | None = None
     process: subprocess.Popen[bytes] | None = None
     state: JsonObject = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
@@ -278,6 +318,15 @@ class Container:
     def waiting(self, reason: str, message: str = "") -> None:
         self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
         self.ready = False
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.state.get("terminated", {}).get("exitCode") == 0)
+
+    @property
+    def failed_for_good(self) -> bool:
+        """Ended with an error and will not be restarted."""
+        return "terminated" in self.state and not self.succeeded
 
 
 # --- one pod ------------------------------------------------------------------------------------
@@ -297,6 +346,8 @@ class PodSupervisor(threading.Thread):
         self.volumes = Volumes(runner.api, pod, self.directory / "volumes")
         self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port))
         self._exposed: set[int] = set()
+        self.init_containers = [Container(c, init=True)
+                                for c in pod["spec"].get("initContainers") or []]
         self.containers = [Container(c) for c in pod["spec"]["containers"]]
         self.stopping = threading.Event()
         self.delete_pod = False
@@ -348,10 +399,16 @@ class PodSupervisor(threading.Thread):
             if time.monotonic() >= next_refresh:
                 volumes_ready = self.volumes.refresh()
                 next_refresh = time.monotonic() + VOLUME_REFRESH_SECONDS
-            for container in self.containers:
+            for container in self._due():
                 self._tend(container, volumes_ready)
             self._report()
             self.stopping.wait(0.1)
+
+    def _due(self) -> list[Container]:
+        """The containers to run now: the first init container that has not succeeded, else
+        the pod's containers."""
+        pending = [c for c in self.init_containers if not c.succeeded]
+        return pending[:1] or self.containers
 
     def _tend(self, container: Container, volumes_ready: bool) -> None:
         moment = time.monotonic()
@@ -370,7 +427,7 @@ class PodSupervisor(threading.Thread):
         self._probe(container, moment)
 
     def _start(self, container: Container) -> None:
-        entry = self.runner.images.get(image_map.repository(container.spec["image"]))
+        entry = self.runner.image(container.spec["image"])
         if entry is None:
             container.waiting("NoLocalBinary", f"the simulated cluster has no binary for image "
                               f"{container.spec['image']}")
@@ -402,7 +459,7 @@ class PodSupervisor(threading.Thread):
         container.started_at = time.monotonic()
         container.next_probe = container.started_at + _initial_delay(spec.readiness)
         container.state = {"running": {"startedAt": now()}}
-        container.ready = spec.readiness.kind == "none"
+        container.ready = not container.init and spec.readiness.kind == "none"
         logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
                     container.process.pid)
 
@@ -412,13 +469,18 @@ class PodSupervisor(threading.Thread):
 
     def _exited(self, container: Container, code: int) -> None:
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                      "finishedAt": now()}
+                      **container.state.get("running", {}), "finishedAt": now()}
         container.process = None
         self._pid_file(container).unlink(missing_ok=True)
         logger.info("pod %s: %s exited with %d", self.key, container.spec["name"], code)
         policy = self.pod["spec"].get("restartPolicy", "Always")
-        if policy == "Never" or (policy == "OnFailure" and code == 0):
-            container.state, container.ready = {"terminated": terminated}, False
+        if container.init:  # done when it succeeded; after a failure, restarted unless Never
+            finished = code == 0 or policy == "Never"
+        else:
+            finished = policy == "Never" or (policy == "OnFailure" and code == 0)
+        if finished:
+            container.state = {"terminated": terminated}
+            container.ready = container.init and code == 0
             container.restart_at = float("inf")
             return
         container.last_state = {"terminated": terminated}
@@ -448,20 +510,28 @@ class PodSupervisor(threading.Thread):
 
     def _report(self) -> None:
         """Patch the pod's status when what a kubelet would report changed."""
-        statuses = [container_status(c.spec, c.state, c.ready, c.restarts, c.last_state)
-                    for c in self.containers]
+        def statuses(containers: list[Container]) -> list[JsonObject]:
+            return [container_status(c.spec, c.state, c.ready, c.restarts, c.last_state)
+                    for c in containers]
+
         ready = all(c.ready for c in self.containers)
+        initialized = all(c.succeeded for c in self.init_containers)
         terminal = [c.state.get("terminated") for c in self.containers]
         phase = "Running" if any("running" in c.state for c in self.containers) else "Pending"
-        if all(terminal):
+        if any(c.failed_for_good for c in self.init_containers):
+            phase = "Failed"
+        elif all(terminal):
             phase = "Succeeded" if all(t["exitCode"] == 0 for t in terminal if t) else "Failed"
         unready = ", ".join(c.spec["name"] for c in self.containers if not c.ready)
-        wanted = {"phase": phase, "containerStatuses": statuses, "ready": ready}
+        wanted = {"phase": phase, "containerStatuses": statuses(self.containers),
+                  "initContainerStatuses": statuses(self.init_containers), "ready": ready}
         if wanted == self._reported:
             return
-        status = {"phase": phase, "containerStatuses": statuses,
+        status = {"phase": phase, "containerStatuses": wanted["containerStatuses"],
                   "conditions": pod_conditions(ready, f"containers with unready status: "
-                                                      f"[{unready}]", now())}
+                                                      f"[{unready}]", now(), initialized)}
+        if self.init_containers:
+            status["initContainerStatuses"] = wanted["initContainerStatuses"]
         meta = self.pod["metadata"]
         try:
             self.runner.api.request(
@@ -480,7 +550,7 @@ class PodSupervisor(threading.Thread):
                 os.killpg(container.process.pid, signal.SIGKILL)
 
     def _stop_processes(self) -> None:
-        running = [c for c in self.containers if c.process is not None]
+        running = [c for c in self.init_containers + self.containers if c.process is not None]
         for container in running:
             assert container.process is not None
             with contextlib.suppress(ProcessLookupError):
@@ -505,15 +575,24 @@ class PodSupervisor(threading.Thread):
 class PodRunner:
     """Watches every pod of the cluster and supervises those kwok gave an address."""
 
-    def __init__(self, api: Api, state_dir: Path, images: image_map.ImageMap,
+    def __init__(self, api: Api, state_dir: Path, images_file: Path,
                  api_host: str, api_port: int):
         self.api = api
         self.state_dir = state_dir
-        self.images = images
+        self.images_file = images_file
+        self._images: tuple[float, image_map.ImageMap] = (-1.0, {})
         self.api_host = api_host
         self.api_port = api_port
         self._pods: dict[str, PodSupervisor] = {}
         self._lock = threading.Lock()
+
+    def image(self, name: str) -> ImageEntry | None:
+        """How image `name` runs here, from the image map as it is now (images.add)."""
+        with self._lock:
+            changed = self.images_file.stat().st_mtime
+            if changed != self._images[0]:
+                self._images = (changed, image_map.load(self.images_file))
+            return image_map.find(self._images[1], name)
 
     def run(self, stop: threading.Event) -> None:
         version = ""

@@ -5,6 +5,9 @@
 #   hack/build-tool.sh kwok               kwok (the simulated nodes and pods)
 #   hack/build-tool.sh external-secrets   the operand's binary, at the simulation's pin
 #   hack/build-tool.sh cert-manager       cert-manager's controller, webhook and cainjector
+#   hack/build-tool.sh olm                OLM's olm-operator, catalog-operator and the copy
+#                                         tool of its unpack Job, plus OLM's CRDs (crds/)
+#   hack/build-tool.sh opm                opm (catalogs: render, validate, serve; bundle extract)
 #
 # Pins come from manager/versions.py. The wrapper module requires the tool's module and
 # copies every replace directive of the tool's own go.mod that points at a published
@@ -20,9 +23,10 @@ log() { echo "[build-tool] $*" >&2; }
 die() { log "$*"; exit 1; }
 
 # Each recipe sets MODULE, VERSION, PACKAGES (main packages: "import-path[=binary-name]"),
-# and optionally CGO (0/1), TAGS and LDFLAGS.
+# and optionally CGO (0/1), TAGS, LDFLAGS and DIRS (directories of the module copied next to
+# bin/: "module-path=name").
 recipe() {
-  CGO=0 TAGS="" LDFLAGS="-s -w"
+  CGO=0 TAGS="" LDFLAGS="-s -w" DIRS=()
   case "$1" in
     kwok)
       MODULE=sigs.k8s.io/kwok VERSION=$(pin KWOK_VERSION)
@@ -39,7 +43,18 @@ recipe() {
                 "$MODULE/cmd/webhook=cert-manager-webhook"
                 "$MODULE/cmd/cainjector=cert-manager-cainjector")
       LDFLAGS+=" -X $MODULE/pkg/util.AppVersion=$VERSION" ;;
-    *) die "unknown tool $1 (kwok, external-secrets, cert-manager)" ;;
+    olm)
+      # Tags as OLM's Makefile builds them; the CRDs are the chart's (the quickstart's set
+      # lacks OLMConfig).
+      MODULE=github.com/operator-framework/operator-lifecycle-manager VERSION=$(pin OLM_VERSION)
+      PACKAGES=("$MODULE/cmd/olm=olm" "$MODULE/cmd/catalog=catalog" "$MODULE/util/cpb=cpb")
+      TAGS=json1 DIRS=("deploy/chart/crds=crds")
+      LDFLAGS+=" -X $MODULE/pkg/version.OLMVersion=${VERSION#v}" ;;
+    opm)
+      # sqlite needs cgo; the openpgp tag avoids gpgme (as operator-registry's Makefile).
+      MODULE=github.com/operator-framework/operator-registry VERSION=$(pin OPM_VERSION)
+      PACKAGES=("$MODULE/cmd/opm=opm") CGO=1 TAGS=json1,containers_image_openpgp ;;
+    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm)" ;;
   esac
 }
 
@@ -95,6 +110,11 @@ for package in "${PACKAGES[@]}"; do
   log "building $binary from $path (a cold build takes minutes)"
   CGO_ENABLED=$CGO go build -trimpath ${TAGS:+-tags "$TAGS"} -ldflags "$LDFLAGS" \
     -o "$OUT/bin/$binary" "$path"
+done
+for dir in "${DIRS[@]}"; do
+  source_dir=$(go list -m -f '{{.Dir}}' "$MODULE")/${dir%%=*}
+  [ -d "$source_dir" ] || die "$MODULE@$VERSION has no ${dir%%=*}"
+  cp -R "$source_dir" "$OUT/${dir#*=}" && chmod -R u+w "$OUT/${dir#*=}"
 done
 touch "$OUT/.complete"
 cd / && rm -rf "$work"

@@ -3,6 +3,13 @@
 #
 #   hack/local-cluster.sh up        build (once) and start it: control plane, controllers,
 #                                   kwok nodes, the pod runner, and every CRD the operator needs
+#   hack/local-cluster.sh up --olm  the same with OLM instead of the CRDs (OLM installs them
+#                                   from the bundle; docs/olm.md)
+#   hack/local-cluster.sh catalog RELEASE...
+#                                   (with --olm) serve OLM a catalog of these releases, oldest
+#                                   first: `previous` (the previous release, checked out into
+#                                   the state directory), `current` (this work tree), or the
+#                                   path of a source tree; it replaces the catalog served
 #   hack/local-cluster.sh env       print the KUBECONFIG export
 #   hack/local-cluster.sh exec CMD  run CMD inside the namespace (kubectl, the operator, ...)
 #   hack/local-cluster.sh down      stop it and remove the namespace
@@ -19,7 +26,12 @@ BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh" 2>/dev/null)
 bash "$ROOT/hack/build-tool.sh" kwok >/dev/null
 bash "$ROOT/hack/build-tool.sh" external-secrets >/dev/null
 bash "$ROOT/hack/fetch-crds.sh" >/dev/null
+if [ "${1:-}" = up ] && [ "${2:-}" = --olm ]; then
+  bash "$ROOT/hack/build-tool.sh" olm >/dev/null
+  bash "$ROOT/hack/build-tool.sh" opm >/dev/null
+fi
 STATE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/local-cluster/$NETNS
+PREVIOUS=$STATE_DIR/previous  # the previous release's worktree, for `catalog previous`
 
 in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" PYTHONPATH="$ROOT" "$@"; }
 
@@ -27,8 +39,22 @@ case "${1:-}" in
   up)
     ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
     ip netns exec "$NETNS" ip link set lo up
-    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m devcluster up --dir "$STATE_DIR"
+    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m devcluster up --dir "$STATE_DIR" ${2:+"$2"}
     echo "use it with: $0 exec kubectl get ns   (kubectl: $BIN_DIR/kubectl)"
+    ;;
+  catalog)
+    shift
+    sources=()
+    for release in "$@"; do
+      case "$release" in
+        previous)
+          [ -d "$PREVIOUS" ] || bash "$ROOT/hack/upgrade-test.sh" checkout "$PREVIOUS" >/dev/null
+          sources+=("$PREVIOUS") ;;
+        current) sources+=("$ROOT") ;;
+        *) sources+=("$(cd "$release" && pwd)") ;;
+      esac
+    done
+    in_ns "$PY" -m devcluster catalog --dir "$STATE_DIR" "${sources[@]}"
     ;;
   env) PYTHONPATH="$ROOT" "$PY" -m devcluster env --dir "$STATE_DIR" ;;
   exec)
@@ -37,6 +63,7 @@ case "${1:-}" in
       in_ns "$@"
     ;;
   down)
+    [ ! -d "$PREVIOUS" ] || bash "$ROOT/hack/upgrade-test.sh" remove "$PREVIOUS"
     if ip netns list | grep -qw "$NETNS"; then
       in_ns "$PY" -m devcluster down --dir "$STATE_DIR"
       ip netns del "$NETNS"
@@ -44,5 +71,5 @@ case "${1:-}" in
       PYTHONPATH="$ROOT" "$PY" -m devcluster down --dir "$STATE_DIR"
     fi
     ;;
-  *) echo "usage: $0 up|env|exec CMD...|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--olm]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
 esac

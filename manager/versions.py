@@ -36,3 +36,8 @@ SIMULATION_EXTERNAL_SECRETS_VERSION: Final = "v0.16.2"
 # CERT_MANAGER_VERSION; v1.21.2's commands are in nested modules the proxy does not serve,
 # and v1.11.5 is the newest release whose controller, webhook and cainjector build.
 SIMULATION_CERT_MANAGER_VERSION: Final = "v1.11.5"
+# OLM (olm-operator, catalog-operator) and opm for the OLM install and upgrade tests
+# (tests/olm, docs/olm.md): the newest releases the Go module proxy serves; OLM v0.42.0
+# requires exactly this operator-registry release.
+OLM_VERSION: Final = "v0.42.0"
+OPM_VERSION: Final = "v1.65.0"

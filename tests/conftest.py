@@ -18,7 +18,8 @@ import pytest
 import pytest_asyncio
 
 from devcluster import controlplane
-from devcluster.cluster import SimulatedCluster, ensure_tool
+from devcluster.cluster import SimulatedCluster
+from devcluster.controlplane import ensure_tool
 from manager.kube import Kube
 
 _SESSION: dict[str, object] = {"version": None}

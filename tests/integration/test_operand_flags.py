@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from devcluster.cluster import ensure_tool
+from devcluster.controlplane import ensure_tool
 from manager import versions
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config

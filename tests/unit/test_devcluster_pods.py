@@ -105,7 +105,7 @@ def test_images_match_by_repository(image: str, repository: str) -> None:
 
 def test_host_paths_the_command_needs_survive_the_fresh_tmp(tmp_path: Path) -> None:
     """A cache or source tree under /tmp (a CI home, a release worktree) would be hidden by the
-    pod's fresh /tmp: it is bound back in place, before the volumes."""
+    pod's fresh /tmp: it is bound back at its own path in the pod's root, before the volumes."""
     binary = tmp_path / "bin" / "external-secrets"
     binary.parent.mkdir()
     binary.touch()
@@ -117,11 +117,28 @@ def test_host_paths_the_command_needs_survive_the_fresh_tmp(tmp_path: Path) -> N
     assert host_paths(started) == [binary.parent, source]
     script = mount_script(started, tmp_path / "volumes")
     lines = script.splitlines()
-    fresh_tmp = lines.index("mount -t tmpfs -o mode=1777 tmpfs /tmp")
-    assert lines.index(f"mount --bind {binary.parent} /mnt/keep0") < fresh_tmp
-    assert lines.index(f"mount --bind /mnt/keep0 {binary.parent}") > fresh_tmp
-    assert lines.index(f"mount --bind /mnt/keep1 {source}") > fresh_tmp
-    assert "mount --bind /mnt/volumes/certs /tmp/certs" in lines
+    fresh_tmp = lines.index("mount -t tmpfs -o mode=1777 tmpfs /mnt/tmp")
+    assert lines.index(f"mount --bind {binary.parent} /mnt{binary.parent}") > fresh_tmp
+    assert lines.index(f"mount --bind {source} /mnt{source}") > fresh_tmp
+    assert lines.index(f"mount --bind {tmp_path}/volumes/certs /mnt/tmp/certs") > lines.index(
+        f"mount --bind {source} /mnt{source}")
+    assert lines[-1].startswith("exec chroot /mnt ")
+
+
+def test_a_file_the_local_command_names_survives_the_fresh_tmp(tmp_path: Path) -> None:
+    """OLM's util image runs `cp -Rv CACHE/cpb /util/cpb` here: the cache is kept, the
+    container's own argument (/util/cpb) is not a host path."""
+    cpb = tmp_path / "olm" / "bin" / "cpb"
+    cpb.parent.mkdir(parents=True)
+    cpb.touch()
+    util = pods.ImageEntry(("/bin/cp", "-Rv", "/bin/cpb"), ("cp", "-Rv", str(cpb)), 0)
+    pod = {"metadata": {"name": "unpack", "namespace": "olm"}, "spec": {}}
+    container = {"name": "util", "image": "quay.io/operator-framework/olm:v0.42.0",
+                 "command": ["/bin/cp", "-Rv", "/bin/cpb", "/util/cpb"]}
+    started = pods.launch(pod, container, util, lambda *_: None, api_host="127.0.0.1",
+                          api_port=6443)
+    assert started.argv == ("cp", "-Rv", str(cpb), "/util/cpb")
+    assert host_paths(started) == [cpb.parent]
 
 
 def test_nothing_is_bound_back_for_commands_outside_tmp_and_run() -> None:

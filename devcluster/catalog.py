@@ -1,0 +1,148 @@
+"""A file-based catalog of this operator's releases, for OLM on the simulated cluster.
+
+Each release is a source tree (this work tree, or a checkout of an earlier release). Its
+bundle is `bundle/` as committed plus the operand CRDs that `python -m manager bundle` adds
+at build time, both produced by the release's own code. opm renders each bundle, and the
+catalog names it by its bundle image (as `make bundle-image` names it), without inlined
+manifests: OLM unpacks the image with a Job, as on a real cluster, and the InstallPlans stay
+small. The channel lists the releases oldest first, each replacing the one before and
+carrying its CSV's `olm.skipRange`. `opm validate` checks the result.
+
+The images the catalog names run here (images.py): the bundle image copies the bundle's
+directory where OLM's copy tool puts it, and each release's operator image runs
+`python -m manager` from that release's source tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devcluster import images as image_map
+from devcluster.pods import ImageEntry
+
+BUNDLE_USER = 0  # a bundle image is FROM scratch: no USER
+BUNDLE_FILES = "/opt/bundle"
+SKIP_RANGE = "olm.skipRange"
+ANNOTATIONS = "operators.operatorframework.io.bundle"
+
+# Run with the release's own package first on sys.path: its generator writes the operand
+# CRDs that the committed bundle/ leaves out (`python -m manager bundle` does the same).
+_BUILD_TIME_FILES = """
+import sys
+from pathlib import Path
+from manager.olm import bundle, crds
+root, out = Path.cwd(), Path(sys.argv[1])
+files = bundle.generate(bundle.BundleSources(root, crds.fetch_operand_crds(root)))
+for path, content in files.build_time.items():
+    (out / path.relative_to(bundle.BUNDLE_DIR)).write_text(content)
+"""
+
+
+@dataclass(frozen=True)
+class Release:
+    source: Path  # the release's source tree
+    bundle: Path  # its complete bundle directory
+    csv: dict[str, Any]
+    annotations: dict[str, str]  # bundle/metadata/annotations.yaml
+
+    @property
+    def name(self) -> str:
+        name: str = self.csv["metadata"]["name"]
+        return name
+
+    @property
+    def operator_images(self) -> list[str]:
+        deployments = self.csv["spec"]["install"]["spec"]["deployments"]
+        return [container["image"] for deployment in deployments
+                for container in deployment["spec"]["template"]["spec"]["containers"]]
+
+    @property
+    def bundle_image(self) -> str:
+        """The Makefile's BUNDLE_IMG: the operator image's reference plus `-bundle`."""
+        return f"{self.operator_images[0]}-bundle"
+
+
+def prepare(source: Path, directory: Path) -> Release:
+    """The complete bundle of the release in `source`, written to `directory`."""
+    committed = subprocess.run(["git", "-C", str(source), "ls-files", "-z", "bundle/manifests",
+                                "bundle/metadata"], capture_output=True, check=True).stdout
+    for relative in filter(None, committed.decode().split("\0")):
+        target = directory / Path(relative).relative_to("bundle")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / relative, target)
+    subprocess.run([sys.executable, "-c", _BUILD_TIME_FILES, str(directory)], cwd=source,
+                   env={**os.environ, "PYTHONPATH": str(source)}, check=True, timeout=900)
+    csv = next(doc for path in sorted((directory / "manifests").glob("*.yaml"))
+               for doc in yaml.safe_load_all(path.read_text())
+               if doc and doc.get("kind") == "ClusterServiceVersion")
+    annotations = yaml.safe_load((directory / "metadata" / "annotations.yaml").read_text())
+    return Release(source, directory, csv, annotations["annotations"])
+
+
+def write(releases: list[Release], directory: Path, opm: Path) -> None:
+    """The file-based catalog of `releases` (oldest first) in `directory`, validated."""
+    newest = releases[-1].annotations
+    package = newest[f"{ANNOTATIONS}.package.v1"]
+    channel = newest[f"{ANNOTATIONS}.channel.default.v1"]
+    entries = []
+    for previous, release in zip([None, *releases], releases, strict=False):
+        entry = {"name": release.name}
+        if previous is not None:
+            entry["replaces"] = previous.name
+        skip_range = release.csv["metadata"].get("annotations", {}).get(SKIP_RANGE)
+        if skip_range:
+            entry["skipRange"] = skip_range
+        entries.append(entry)
+    documents: list[dict[str, Any]] = [
+        {"schema": "olm.package", "name": package, "defaultChannel": channel},
+        {"schema": "olm.channel", "package": package, "name": channel, "entries": entries}]
+    for release in releases:
+        bundle = json.loads(_opm(opm, "render", str(release.bundle), "-o", "json"))
+        bundle["image"] = release.bundle_image
+        documents.append(bundle)
+    # opm moves the inlined manifests into the CSV's metadata only for bundles with an image.
+    staging = directory.with_name(f"{directory.name}.rendered") / package
+    staging.mkdir(parents=True)
+    (staging / "catalog.json").write_text("\n".join(json.dumps(d) for d in documents))
+    rendered = _opm(opm, "render", str(staging.parent),
+                    "--migrate-level=bundle-object-to-csv-metadata", "-o", "yaml")
+    shutil.rmtree(staging.parent)
+    (directory / package).mkdir(parents=True)
+    (directory / package / "catalog.yaml").write_text(rendered)
+    validate(directory, opm)
+
+
+def validate(directory: Path, opm: Path) -> None:
+    """`opm validate`: raises with opm's reasons when the catalog is not valid."""
+    _opm(opm, "validate", str(directory))
+
+
+def images(releases: list[Release]) -> image_map.ImageMap:
+    """Each release's bundle image and operator image, as the runner runs them."""
+    found: image_map.ImageMap = {}
+    for release in releases:
+        # OLM's unpack Job runs `/util/cpb /bundle`: cpb copies the image's /manifests and
+        # /metadata into /bundle.
+        found[release.bundle_image] = ImageEntry(
+            ("/util/cpb",), ("cp", "-R", f"{BUNDLE_FILES}/manifests", f"{BUNDLE_FILES}/metadata"),
+            BUNDLE_USER, files=((str(release.bundle), BUNDLE_FILES),))
+        for image in release.operator_images:
+            found[image] = image_map.operator_image(release.source)
+    return found
+
+
+def _opm(opm: Path, *args: str) -> str:
+    result = subprocess.run([str(opm), *args], capture_output=True, text=True, check=False,
+                            timeout=300)
+    if result.returncode != 0:
+        raise RuntimeError(f"opm {' '.join(args)} failed: {result.stderr.strip()[-2000:]}")
+    return result.stdout

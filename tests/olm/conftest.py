@@ -1,0 +1,189 @@
+"""The operator installed, upgraded and removed by the real OLM, on a simulated cluster.
+
+Each module gets a fresh simulated cluster started with OLM (devcluster/olm.py): olm-operator
+and catalog-operator built from OLM's Go module, a file-based catalog served by `opm serve`
+(devcluster/catalog.py), and the pod runner running every pod OLM and the operator create:
+the bundle's unpack Job (init containers, then `opm alpha bundle extract`), the operator's
+Deployment (`python -m manager run` from the release's own source tree, with the pod's
+arguments, environment and ServiceAccount token: only the permissions its CSV grants) and
+the operand. The cluster is fresh so that nothing but the bundle provides the CRDs and the
+RBAC: whatever the bundle lacks fails these tests.
+
+On an existing cluster (USE_EXISTING_CLUSTER=1) these tests are skipped: they need images
+the simulated cluster maps to local source trees (a real cluster would need the bundle and
+operator images in a registry; docs/olm.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from devcluster import catalog, controlplane, olm
+from devcluster import images as image_map
+from devcluster.cluster import SimulatedCluster
+from manager.kube import Kube
+from manager.olm import identity
+from tests.upgrade import test_upgrade as scenario
+from tests.upgrade.test_upgrade import (
+    ESC_PATH,
+    create_user_objects,
+    eventually,
+    ready_for_current_generation,
+    script,
+    synced_value,
+)
+
+# Away from the session cluster's pod addresses: both may run at once in this namespace.
+POD_CIDR = "10.245.0.0/16"
+NAMESPACE = identity.NAMESPACE
+OPERATORS = "/apis/operators.coreos.com"
+CSVS = f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/clusterserviceversions"
+SUBSCRIPTION = (f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/subscriptions/"
+                f"{identity.PACKAGE}")
+FIELD_MANAGER = "olm-tests"
+OPERAND_NAMESPACE = scenario.NAMESPACE
+# The upgrade scenario's settings without bitwarden-sdk-server: it has no binary here, so
+# with it the operand could never be Available (by design).
+ESC_SPEC: dict[str, Any] = {**scenario.ESC_SPEC, "appConfig": {
+    key: value for key, value in scenario.ESC_SPEC["appConfig"].items()
+    if key != "bitwardenSecretManagerProvider"}}
+
+
+@dataclass
+class OlmCluster:
+    """A simulated cluster with OLM, and what a test does with it as an administrator."""
+
+    simulated: SimulatedCluster
+    kube: Kube
+    workdir: Path
+    marks: dict[str, float] = field(default_factory=dict)
+    user_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _releases: dict[Path, catalog.Release] = field(default_factory=dict)
+    _catalogs: int = 0
+
+    def mark(self, event: str) -> None:
+        """Record when `event` happened (the timeline the tests print)."""
+        self.marks[event] = time.monotonic()
+
+    def timeline(self) -> str:
+        start = min(self.marks.values())
+        return "\n".join(f"  {moment - start:6.1f} s  {event}"
+                         for event, moment in sorted(self.marks.items(), key=lambda e: e[1]))
+
+    async def publish(self, *sources: Path) -> list[catalog.Release]:
+        """Serve a catalog of the releases in `sources` (oldest first)."""
+        releases = [await asyncio.to_thread(self._release, source) for source in sources]
+        self._catalogs += 1
+        directory = self.workdir / "catalogs" / str(self._catalogs)
+        _, opm_bin = olm.binaries()
+        await asyncio.to_thread(catalog.write, releases, directory, opm_bin / "opm")
+        image_map.add(self.simulated.images_file, catalog.images(releases))
+        await asyncio.to_thread(olm.publish, self.simulated.api, self.simulated.workdir,
+                                directory)
+        return releases
+
+    def _release(self, source: Path) -> catalog.Release:
+        if source not in self._releases:
+            directory = self.workdir / "bundles" / str(len(self._releases))
+            self._releases[source] = catalog.prepare(source, directory)
+        return self._releases[source]
+
+    async def subscribe(self, release: catalog.Release) -> None:
+        """What an administrator applies: the namespace, an OperatorGroup for all
+        namespaces, a Subscription to the catalog's default channel."""
+        annotations = release.annotations
+        await self.kube.apply(f"/api/v1/namespaces/{NAMESPACE}", {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            field_manager=FIELD_MANAGER)
+        await self.kube.apply(
+            f"{OPERATORS}/v1/namespaces/{NAMESPACE}/operatorgroups/{identity.PACKAGE}", {
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": identity.PACKAGE, "namespace": NAMESPACE},
+                "spec": {}}, field_manager=FIELD_MANAGER)
+        await self.kube.apply(SUBSCRIPTION, {
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": identity.PACKAGE, "namespace": NAMESPACE},
+            "spec": {"name": annotations[f"{catalog.ANNOTATIONS}.package.v1"],
+                     "channel": annotations[f"{catalog.ANNOTATIONS}.channel.default.v1"],
+                     "source": olm.CATALOG_SOURCE, "sourceNamespace": olm.NAMESPACE,
+                     "installPlanApproval": "Automatic"}}, field_manager=FIELD_MANAGER)
+
+    async def succeeded(self, release: catalog.Release, timeout: float = 180.0,
+                        ) -> dict[str, Any]:
+        """Until the Subscription has installed `release` and its CSV is Succeeded."""
+        async def check() -> dict[str, Any]:
+            subscription = await self.kube.request("GET", SUBSCRIPTION)
+            installed = (subscription.get("status") or {}).get("installedCSV")
+            assert installed == release.name, subscription.get("status")
+            csv = await self.kube.request("GET", f"{CSVS}/{release.name}")
+            assert (csv.get("status") or {}).get("phase") == "Succeeded", csv.get("status")
+            return csv
+
+        return await eventually(check, f"CSV {release.name} Succeeded", timeout)
+
+    async def configure(self) -> None:
+        """The administrator's ExternalSecretsConfig, Ready; a user's secret synced by the
+        operand (the upgrade scenario's SecretStore and ExternalSecret)."""
+        await self.kube.create(ESC_PATH.rsplit("/", 1)[0], {
+            "apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
+            "metadata": {"name": "cluster"}, "spec": ESC_SPEC}, field_manager=FIELD_MANAGER)
+        self.mark("ExternalSecretsConfig created")
+        await ready_for_current_generation(self.kube)
+        self.mark("ExternalSecretsConfig Ready=True")
+        self.user_objects = await create_user_objects(self.kube)
+        await eventually(lambda: synced_value(self.kube, "v"), "the user's secret to sync")
+        self.mark("user's secret synced")
+
+    def operator_log(self, release: catalog.Release) -> str:
+        """The output of the operator pods that ran `release`'s image."""
+        pods = self.simulated.logs(NAMESPACE, identity.CONTAINER)
+        return "".join(pods[name] for name in sorted(pods)
+                       if self._pod_image(name) in release.operator_images)
+
+    def _pod_image(self, name: str) -> str:
+        pod = self.simulated.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}") or {}
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        return str(containers[0].get("image", ""))
+
+
+@pytest.fixture(scope="module")
+def previous_release(olm_workdir: Path) -> Iterator[tuple[str, Path]]:
+    """(tag, source tree) of the previous release: a git worktree, removed afterwards."""
+    worktree = olm_workdir / "previous"
+    release = script("checkout", str(worktree))
+    yield release.split()[0], worktree
+    script("remove", str(worktree))
+
+
+@pytest.fixture(scope="module")
+def olm_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.environ.get("USE_EXISTING_CLUSTER") == "1":
+        pytest.skip("OLM's tests run on the simulated cluster only (docs/olm.md: on a real "
+                    "cluster, push the images and install from the catalog)")
+    return tmp_path_factory.mktemp("olm")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def olm_cluster(olm_workdir: Path) -> AsyncIterator[OlmCluster]:
+    controlplane.require_loopback_only_network()
+    simulated = SimulatedCluster(olm_workdir / "cluster", olm=True, pod_cidr=POD_CIDR)
+    started = time.monotonic()
+    await asyncio.to_thread(simulated.start)
+    kube = Kube.connect(simulated.kubeconfig)
+    cluster = OlmCluster(simulated, kube, olm_workdir, {"cluster start": started})
+    cluster.mark("cluster and OLM working")
+    try:
+        yield cluster
+    finally:
+        await kube.close()
+        await asyncio.to_thread(simulated.stop)
+        print(f"\nOLM cluster logs: {simulated.workdir}")
