@@ -55,6 +55,7 @@ prereqs:
 	hack/validate-bundle.sh --build >/dev/null
 	bash hack/build-tool.sh olm >/dev/null
 	bash hack/build-tool.sh opm >/dev/null
+	bash hack/upgrade-test.sh venv >/dev/null
 
 test: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)

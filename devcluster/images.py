@@ -12,10 +12,12 @@ The map is a JSON file that the runner reads again whenever it changes.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 from devcluster.pods import ImageEntry
+from manager.paths import REPO_ROOT
 
 OPERAND_REPOSITORY = "ghcr.io/external-secrets/external-secrets"
 # The operand image: ENTRYPOINT ["/bin/external-secrets"], USER 65534 (its Dockerfile).
@@ -48,11 +50,24 @@ def default_images(operand_binary: Path) -> ImageMap:
     return {OPERAND_REPOSITORY: ImageEntry(OPERAND_ENTRYPOINT, (str(operand_binary),), NOBODY)}
 
 
+def release_venv(source: Path) -> Path:
+    """The virtualenv that the release in `source` runs with: this environment for the
+    current tree, the previous release's own for any other (hack/upgrade-test.sh venv:
+    created when `make prereqs` runs, where PyPI is reachable)."""
+    if source.resolve() == REPO_ROOT.resolve():
+        return Path(sys.prefix)
+    found = subprocess.run(["bash", str(REPO_ROOT / "hack" / "upgrade-test.sh"), "venv"],
+                           capture_output=True, text=True, check=False, timeout=600)
+    if found.returncode != 0:
+        raise RuntimeError(f"the previous release's virtualenv: {found.stderr.strip()}")
+    return Path(found.stdout.strip())
+
+
 def operator_image(source: Path) -> ImageEntry:
     """The operator image of the release whose source tree is `source`."""
-    # The test environment's virtualenv (both releases run with its packages), and the
-    # interpreter it links to, at its own path (it may live where /tmp hides it).
-    venv, interpreter = Path(sys.prefix), sys.base_prefix
+    # The release's virtualenv, and the interpreter it links to, at its own path (it may
+    # live where /tmp hides it).
+    venv, interpreter = release_venv(source), sys.base_prefix
     return ImageEntry(OPERATOR_ENTRYPOINT, (f"{OPERATOR_PYTHON}/bin/python", "-m", "manager"),
                       OPERATOR_USER,
                       env=(("PYTHONPATH", OPERATOR_SOURCE), ("PYTHONDONTWRITEBYTECODE", "1"),

@@ -3,14 +3,18 @@
 #
 # The previous release is the newest git tag `v*` that does not point at HEAD; a clone
 # without tags uses hack/releases.txt ("<tag> <commit>" lines) instead. It is checked out
-# into a temporary git worktree outside the repository and run with the same Python
-# environment. tests/upgrade/test_upgrade.py uses the building blocks below; `kind` runs the
-# same test on a kind cluster, with both releases built as images.
+# into a temporary git worktree outside the repository and run with a virtualenv of its own
+# dependencies (`venv`: they differ between releases; the current code's environment must not
+# hold the previous release's client library, which kopf would import). tests/upgrade and
+# tests/olm use the building blocks below; `kind` runs the same test on a kind cluster, with
+# both releases built as images.
 #
 #   hack/upgrade-test.sh previous           print "<tag> <commit>" of the previous release
 #   hack/upgrade-test.sh checkout DIR       check it out into a new worktree DIR (outside the
 #                                           repository); print "<tag> <commit>"
 #   hack/upgrade-test.sh remove DIR         remove that worktree again
+#   hack/upgrade-test.sh venv               print the path of the previous release's virtualenv,
+#                                           created on first use (needs PyPI), then cached
 #   hack/upgrade-test.sh install-crds SRC   apply the operator CRDs of source tree SRC
 #   hack/upgrade-test.sh deploy SRC IMAGE   install or replace the operator in a cluster from
 #                                           SRC's manifests (CRDs too), with image IMAGE
@@ -93,6 +97,31 @@ checkout() {
   log "checking out ${release% *} (${release#* }) into $dir"
   git_ worktree add --detach --force "$dir" "${release#* }" >&2
   echo "$release"
+}
+
+# The previous release's virtualenv, by commit, in the tools cache (as build-tool.sh keeps
+# binaries): complete or absent.
+venv() {
+  local release commit root dir work
+  release=$(previous)
+  commit=${release#* }
+  root=${TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/tools}/release-venv
+  dir=$root/$commit
+  if [ ! -x "$dir/bin/python" ]; then
+    mkdir -p "$root"
+    work=$(mktemp -d "$root/.building.XXXXXX")
+    log "creating the virtualenv of ${release% *} ($commit) in $dir"
+    git_ archive "$commit" pyproject.toml manager README.md | tar -x -C "$work"
+    "${PYTHON_BASE:-python3.11}" -m venv "$work/venv" >&2
+    "$work/venv/bin/python" -m pip install --quiet "$work" >&2
+    # The source comes from the release's checkout on PYTHONPATH; the venv holds its
+    # dependencies.
+    "$work/venv/bin/python" -m pip uninstall --quiet --yes external-secrets-operator >&2
+    rm -rf "$dir"
+    mv "$work/venv" "$dir"
+    rm -rf "$work"
+  fi
+  echo "$dir"
 }
 
 remove() {
@@ -181,6 +210,7 @@ case "$command" in
   previous) previous ;;
   checkout) [ $# -eq 1 ] || die "usage: $0 checkout DIR"; checkout "$1" ;;
   remove) [ $# -eq 1 ] || die "usage: $0 remove DIR"; remove "$1" ;;
+  venv) venv ;;
   install-crds) [ $# -eq 1 ] || die "usage: $0 install-crds SRC"; install_crds "$1" ;;
   deploy) [ $# -eq 2 ] || die "usage: $0 deploy SRC IMAGE"; deploy "$1" "$2" ;;
   local) run_local "$@" ;;

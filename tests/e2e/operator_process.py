@@ -30,8 +30,10 @@ class OperatorProcess:
     """One `python -m manager run --kubeconfig ...` process; its output goes to `log_path`."""
 
     def __init__(self, source: Path, kubeconfig: Path, log_path: Path,
-                 environment: Mapping[str, str] | None = None, name: str = "operator"):
+                 environment: Mapping[str, str] | None = None, *, name: str = "operator",
+                 python: str = sys.executable):
         self.source = source
+        self.python = python
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.environment = dict(environment or {})
@@ -43,7 +45,7 @@ class OperatorProcess:
     def start(self, timeout: float = 60.0) -> OperatorProcess:
         """Start it and wait until kopf's liveness endpoint answers."""
         environment = {**os.environ, **self.environment, "PYTHONPATH": str(self.source)}
-        command = [sys.executable, "-m", "manager", "run", f"--kubeconfig={self.kubeconfig}",
+        command = [self.python, "-m", "manager", "run", f"--kubeconfig={self.kubeconfig}",
                    f"--liveness=http://127.0.0.1:{self.port}/healthz"]
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(command, cwd=self.source, env=environment,

@@ -36,11 +36,11 @@ from tests.upgrade import test_upgrade as scenario
 from tests.upgrade.test_upgrade import (
     ESC_PATH,
     create_user_objects,
-    eventually,
     ready_for_current_generation,
     script,
     synced_value,
 )
+from tests.waiting import eventually
 
 # Away from the session cluster's pod addresses: both may run at once in this namespace.
 POD_CIDR = "10.245.0.0/16"
@@ -128,7 +128,7 @@ class OlmCluster:
             assert (csv.get("status") or {}).get("phase") == "Succeeded", csv.get("status")
             return csv
 
-        return await eventually(check, f"CSV {release.name} Succeeded", timeout)
+        return await eventually(check, timeout, what=f"CSV {release.name} Succeeded")
 
     async def configure(self) -> None:
         """The administrator's ExternalSecretsConfig, Ready; a user's secret synced by the
@@ -140,7 +140,8 @@ class OlmCluster:
         await ready_for_current_generation(self.kube)
         self.mark("ExternalSecretsConfig Ready=True")
         self.user_objects = await create_user_objects(self.kube)
-        await eventually(lambda: synced_value(self.kube, "v"), "the user's secret to sync")
+        await eventually(lambda: synced_value(self.kube, "v"), 120,
+                         what="the user's secret to sync")
         self.mark("user's secret synced")
 
     def operator_log(self, release: catalog.Release) -> str:

@@ -34,7 +34,8 @@ from tests.olm.conftest import (
     OlmCluster,
 )
 from tests.upgrade.snapshot import take_snapshot
-from tests.upgrade.test_upgrade import ESC_PATH, ESM_PATH, eventually, synced_value
+from tests.upgrade.test_upgrade import ESC_PATH, ESM_PATH, synced_value
+from tests.waiting import eventually
 
 OPERAND_DEPLOYMENTS = ("external-secrets", "external-secrets-webhook",
                        "external-secrets-cert-controller")
@@ -62,7 +63,8 @@ async def installed(olm_cluster: OlmCluster) -> AsyncIterator[Installed]:
     olm_cluster.mark("Subscription created")
     csv = await olm_cluster.succeeded(release)
     olm_cluster.mark(f"CSV {release.name} Succeeded")
-    await eventually(lambda: kube.request("GET", ESM_PATH), "the operator to create the ESM")
+    await eventually(lambda: kube.request("GET", ESM_PATH), 120,
+                     what="the operator to create the ESM")
     olm_cluster.mark("ExternalSecretsManager created by the operator")
     await olm_cluster.configure()
     yield Installed(olm_cluster, release, csv)
@@ -138,7 +140,7 @@ async def test_uninstall_through_olm_keeps_the_operand_until_the_uninstall_comma
         assert await kube.get(deployment) is None, "the operator's Deployment is still there"
         assert not cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
 
-    await eventually(operator_gone, "OLM to remove the operator")
+    await eventually(operator_gone, 120, what="OLM to remove the operator")
     cluster.mark("operator removed through OLM")
 
     # The operand keeps running without the operator: same objects, and it still syncs.
@@ -147,8 +149,8 @@ async def test_uninstall_through_olm_keeps_the_operand_until_the_uninstall_comma
         key: uid for key, (uid, _) in operand.objects.items()}
     await kube.merge_patch(STORE, {"spec": {"provider": {"fake": {"data": [
         {"key": "k", "value": "without-the-operator"}]}}}}, field_manager=FIELD_MANAGER)
-    await eventually(lambda: synced_value(kube, "without-the-operator"),
-                     "the operand to keep syncing", 30)
+    await eventually(lambda: synced_value(kube, "without-the-operator"), 30,
+                     what="the operand to keep syncing")
     print(f"\n  checked: after the OLM uninstall the {len(kept.objects)} operand objects are "
           "unchanged and the operand still syncs")
 
@@ -165,7 +167,7 @@ async def test_uninstall_through_olm_keeps_the_operand_until_the_uninstall_comma
         # The Namespace stays: it holds the user's objects, which are never deleted.
         assert list(left.objects) == [("Namespace", "", OPERAND_NAMESPACE)], sorted(left.objects)
 
-    await eventually(operand_gone, "the operand to be removed", 60)
+    await eventually(operand_gone, 60, what="the operand to be removed")
     await synced_value(kube, "without-the-operator")
     cluster.mark("operand removed by `manager uninstall --operand --yes`")
     print(f"  checked: `manager uninstall --operand --yes` removed the {len(operand.objects) - 1}"

@@ -33,11 +33,11 @@ from tests.upgrade.test_upgrade import (
     ESM_SPEC,
     SyncedSecretWatch,
     assert_user_objects_untouched,
-    eventually,
     ready_for_current_generation,
     settled,
     synced_value,
 )
+from tests.waiting import eventually
 
 STORE = "/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores/team-store"
 OPERATOR_DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{identity.DEPLOYMENT}"
@@ -60,7 +60,8 @@ async def test_olm_upgrades_the_previous_release_in_place(
     cluster.mark("Subscription created")
     await cluster.succeeded(previous)
     cluster.mark(f"CSV {previous.name} Succeeded")
-    await eventually(lambda: kube.request("GET", ESM_PATH), "the operator to create the ESM")
+    await eventually(lambda: kube.request("GET", ESM_PATH), 120,
+                     what="the operator to create the ESM")
     await kube.merge_patch(ESM_PATH, {"spec": ESM_SPEC}, field_manager=FIELD_MANAGER)
     await cluster.configure()
     watch = SyncedSecretWatch(kube)
@@ -80,7 +81,7 @@ async def test_olm_upgrades_the_previous_release_in_place(
         async def previous_csv_gone() -> None:
             assert await kube.get(f"{CSVS}/{previous.name}") is None, "still there"
 
-        await eventually(previous_csv_gone, f"OLM to delete CSV {previous.name}")
+        await eventually(previous_csv_gone, 120, what=f"OLM to delete CSV {previous.name}")
         cluster.mark(f"CSV {previous.name} deleted")
         subscription = await kube.request("GET", SUBSCRIPTION)
         assert subscription["status"]["state"] == "AtLatestKnown", subscription["status"]
@@ -122,8 +123,8 @@ async def test_olm_upgrades_the_previous_release_in_place(
     namespace = ESC_SPEC["controllerConfig"]["namespace"]
     await kube.merge_patch(STORE.format(namespace=namespace), {"spec": {"provider": {"fake": {
         "data": [{"key": "k", "value": "after-the-upgrade"}]}}}}, field_manager=FIELD_MANAGER)
-    await eventually(lambda: synced_value(kube, "after-the-upgrade"),
-                     "the synced Secret to follow its store", 30)
+    await eventually(lambda: synced_value(kube, "after-the-upgrade"), 30,
+                     what="the synced Secret to follow its store")
     await watch.stop()
     assert not watch.harm, watch.harm
     print(f"  checked: {len(cluster.user_objects)} user objects untouched; the synced Secret "

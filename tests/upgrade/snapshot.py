@@ -14,13 +14,13 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from devcluster.images import release_venv
 from manager.apply import Discovery
 from manager.kube import Kube
 from manager.render.state import renderable_kinds
@@ -115,7 +115,8 @@ print(json.dumps(list(render_operand(config).objects())))
 def render_release(source: Path, esc_spec: dict[str, Any], esm_spec: dict[str, Any],
                    environment: dict[str, str]) -> Rendering:
     """The objects the release in `source` renders for these specs and environment."""
-    command = [sys.executable, "-c", _RENDER_PROGRAM, json.dumps(esc_spec), json.dumps(esm_spec),
+    python = str(release_venv(source) / "bin" / "python")
+    command = [python, "-c", _RENDER_PROGRAM, json.dumps(esc_spec), json.dumps(esm_spec),
                json.dumps(environment)]
     result = subprocess.run(command, cwd=source, capture_output=True, text=True, check=False,
                             env={**os.environ, "PYTHONPATH": str(source)}, timeout=120)

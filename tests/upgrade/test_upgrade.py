@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 import pytest
 import pytest_asyncio
 
+from devcluster.images import release_venv
 from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
 from manager.paths import REPO_ROOT
@@ -129,7 +130,8 @@ class LocalReleases:
     async def _start(self, source: Path, name: str) -> None:
         process = OperatorProcess(source, self.cluster.kubeconfig,
                                   self.workdir / f"operator-{name}.log",
-                                  release_environment(source), name=f"the {name} release")
+                                  release_environment(source), name=f"the {name} release",
+                                  python=str(release_venv(source) / "bin" / "python"))
         self.process = await asyncio.to_thread(process.start)
 
     async def stop(self) -> None:
