@@ -175,11 +175,11 @@ def _bitwarden_alternative(config: EffectiveConfig) -> str:
 
 def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     """Watches that end a wait for a missing dependency as soon as it appears."""
-    specs = {_crd_watch(CERT_MANAGER_CRDS["Certificate"])}
-    specs.update(_crd_watch(name) for name in OPERAND_CRDS.values())
+    specs = {crd_watch(CERT_MANAGER_CRDS["Certificate"])}
+    specs.update(crd_watch(name) for name in OPERAND_CRDS.values())
     settings = config.cert_manager
     if settings.enabled:
-        specs.add(_crd_watch(CERT_MANAGER_CRDS[settings.issuer_kind]))
+        specs.add(crd_watch(CERT_MANAGER_CRDS[settings.issuer_kind]))
         namespace = config.namespace if settings.issuer_kind == "Issuer" else None
         specs.add(WatchSpec(CERT_MANAGER_API, settings.issuer_kind, namespace,
                             field_selector=f"metadata.name={settings.issuer_name}"))
@@ -196,6 +196,6 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     return specs
 
 
-def _crd_watch(name: str) -> WatchSpec:
+def crd_watch(name: str) -> WatchSpec:
     return WatchSpec(CRD_API_VERSION, CRD_KIND, field_selector=f"metadata.name={name}",
                      any_change=True)

@@ -45,10 +45,12 @@ from manager.config import (
 )
 from manager.constants import (
     API_VERSION,
+    ESC_KIND,
     ESC_PLURAL,
     ESM_KIND,
     ESM_PLURAL,
     FIELD_MANAGER,
+    GROUP,
     MANAGED_BY_LABEL,
     OPERATOR_NAME,
     SINGLETON_NAME,
@@ -66,10 +68,12 @@ from manager.controllers.management_outcomes import (
 )
 from manager.controllers.pass_events import Before, pass_events
 from manager.controllers.preflight import (
+    CERT_MANAGER_CRDS,
     CRD_API_VERSION,
     CRD_KIND,
     MissingDependencyError,
     Preflight,
+    crd_watch,
     dependency_watches,
 )
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
@@ -153,6 +157,11 @@ namespace: the operator's own objects wherever they are (an operating namespace'
 moved operand left behind). They run from start-up, whatever the ESC says, and feed the
 ObjectCache, so that even the first pass over a new ESC reads nothing it can know."""
 
+CHILD_CRD_WATCHES = frozenset(crd_watch(CERT_MANAGER_CRDS[kind])
+                              for _, kind in renderable_kinds() if kind in CERT_MANAGER_CRDS)
+"""The CRDs of the child kinds an add-on serves (cert-manager's Certificate): their arrival
+ends the wait of that kind's child watch (watches.FIRST_RECHECK)."""
+
 
 class Reconciler:
     def __init__(self, kube: Kube, discovery: Discovery, environment: OperatorEnvironment,
@@ -174,7 +183,7 @@ class Reconciler:
 
     async def run_pass(self) -> PassReport:
         esm = await self.ensure_esm()
-        esc = await self.kube.get(ESC_PATH)
+        esc = await self._singleton(ESC_KIND, ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self._esc_absent(esc, esm)
             return PassReport(None, frozenset())
@@ -237,9 +246,16 @@ class Reconciler:
             return Branch(failed_outcome(error), cause=REMOVED_CAUSE)
         return Branch(removal_outcome(report, left), writes=writes, cause=REMOVED_CAUSE)
 
+    async def _singleton(self, kind: str, path: str) -> JsonObject | None:
+        """The ESC or the ESM: from the cache their watch keeps, else from the server."""
+        group_kind = (GROUP, kind)
+        if self.cache.synced(group_kind):
+            return self.cache.get(ObjectRef(API_VERSION, kind, "", SINGLETON_NAME))
+        return await self.kube.get(path)
+
     async def ensure_esm(self) -> JsonObject:
         """The ESM, created with defaults (and the reference's labels) if missing."""
-        esm = await self.kube.get(ESM_PATH)
+        esm = await self._singleton(ESM_KIND, ESM_PATH)
         if esm is not None:
             return esm
         collection = ESM_PATH.rpartition("/")[0]
@@ -400,6 +416,11 @@ class Reconciler:
         await self._patch_esm_status(esm, [unmanaged, esm_status.manager_state(esm, None, None),
                                            annotator])
 
+    def _cached(self, kind: str, obj: JsonObject) -> None:
+        """What the server answered to a write of the ESC or the ESM, so that the next pass
+        does not read the status it replaced (the watch event follows)."""
+        self.cache.put((GROUP, kind), obj)
+
     def _forget_apis(self, problem: Exception) -> None:
         """An API that answers 404 may have gone: look the kinds up again next pass."""
         error = problem.error if isinstance(problem, ObjectError) else problem
@@ -415,8 +436,8 @@ class Reconciler:
                                          now_rfc3339())
         if patch is None:
             return
-        await self.kube.merge_patch(f"{ESC_PATH}/status", {"status": patch},
-                                    field_manager=FIELD_MANAGER)
+        self._cached(ESC_KIND, await self.kube.merge_patch(
+            f"{ESC_PATH}/status", {"status": patch}, field_manager=FIELD_MANAGER))
         level = logging.WARNING if outcome.kind in (OutcomeKind.DEGRADED,
                                                     OutcomeKind.RETRYING) else logging.INFO
         logger.log(level, "action=status kind=ExternalSecretsConfig name=%s outcome=%s "
@@ -438,8 +459,8 @@ class Reconciler:
         patch = status.esm_status_update(esm.get("status") or {}, states, now_rfc3339())
         if patch is None:
             return
-        await self.kube.merge_patch(f"{ESM_PATH}/status", {"status": patch},
-                                    field_manager=FIELD_MANAGER)
+        self._cached(ESM_KIND, await self.kube.merge_patch(
+            f"{ESM_PATH}/status", {"status": patch}, field_manager=FIELD_MANAGER))
         logger.info("action=status kind=%s name=%s controllers=%d", ESM_KIND, SINGLETON_NAME,
                     len(states))
 

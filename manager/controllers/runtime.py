@@ -45,7 +45,12 @@ from manager.constants import (
 from manager.controllers.events import EventRecorder
 from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
 from manager.controllers.queue import ReconcileQueue
-from manager.controllers.reconciler import CHILD_WATCHES, PassReport, Reconciler
+from manager.controllers.reconciler import (
+    CHILD_CRD_WATCHES,
+    CHILD_WATCHES,
+    PassReport,
+    Reconciler,
+)
 from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
@@ -58,9 +63,11 @@ DEFAULT_RESYNC_SECONDS = 300.0
 
 
 def _own_resource_watches() -> frozenset[WatchSpec]:
-    """The ESC and the ESM (by name, metadata only) and the CRDs that serve them."""
+    """The ESC and the ESM (by name, whole: the passes read them from the cache) and the CRDs
+    that serve them."""
     by_name = f"metadata.name={SINGLETON_NAME}"
-    specs = {WatchSpec(API_VERSION, kind, field_selector=by_name) for kind in (ESC_KIND, ESM_KIND)}
+    specs = {WatchSpec(API_VERSION, kind, field_selector=by_name, whole=True, cached=True)
+             for kind in (ESC_KIND, ESM_KIND)}
     specs.update(WatchSpec(CRD_API_VERSION, CRD_KIND, any_change=True,
                            field_selector=f"metadata.name={plural}.{GROUP}")
                  for plural in (ESC_PLURAL, ESM_PLURAL))
@@ -68,7 +75,7 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
-STANDING_WATCHES = OWN_RESOURCE_WATCHES | CHILD_WATCHES
+STANDING_WATCHES = OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
 _FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
                    OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})

@@ -33,9 +33,12 @@ logger = logging.getLogger(__name__)
 Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
 
 RESTART_BACKOFF_MAX = 30.0
-UNRESOLVED_RECHECK_MAX = 60.0
-# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon.
+# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon,
+# then wait for the next CRD event. Every kind that may not be served comes with a watch of
+# its CRD (runtime.STANDING_WATCHES, preflight.dependency_watches), which calls
+# rediscover(): an idle operator does not poll discovery.
 FIRST_RECHECK = 0.25
+UNRESOLVED_RECHECK_MAX = 8.0
 
 
 @dataclass(frozen=True, order=True)
@@ -53,6 +56,14 @@ class WatchSpec:
     """Whole objects: changes of readiness in their status count (see readiness_digest)."""
     cached: bool = False
     """The objects also feed the ObjectCache (the operator's own, label-selected ones)."""
+    whole: bool = False
+    """Whole objects, although only metadata changes count (the ESC and the ESM, which the
+    passes read from the cache: their status is the operator's own writing)."""
+
+    @property
+    def accept(self) -> str:
+        """What the list and the watch ask for: whole objects or their metadata."""
+        return "application/json" if self.with_status or self.whole else PARTIAL_METADATA
 
     @property
     def group_kind(self) -> tuple[str, str]:
@@ -153,11 +164,9 @@ class Watcher:
         while True:
             try:
                 resource = await self._discovery.resolve(spec.api_version, spec.kind)
-                if resource is None:
-                    # Not served (yet). A CRD watch calls rediscover() when it arrives;
-                    # discovery may lag a little behind, hence the quick first rechecks.
-                    recheck = FIRST_RECHECK if await self._pause(recheck) else min(
-                        recheck * 2, UNRESOLVED_RECHECK_MAX)
+                if resource is None:  # not served (yet): see FIRST_RECHECK
+                    waited = recheck if recheck <= UNRESOLVED_RECHECK_MAX else None
+                    recheck = FIRST_RECHECK if await self._pause(waited) else recheck * 2
                     continue
                 path = resource.collection_path(spec.namespace if resource.namespaced else None)
                 seen, version = await self._list(spec, path, seen)
@@ -180,10 +189,10 @@ class Watcher:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
 
-    async def _pause(self, seconds: float) -> bool:
-        """Wait `seconds`, or less if APIs come or go meanwhile (rediscover); whether they
-        did. A watch waiting for its kind, or backing off after it vanished, resumes as soon
-        as its CRD is back."""
+    async def _pause(self, seconds: float | None) -> bool:
+        """Wait `seconds` (None: for as long as it takes), or less if APIs come or go
+        meanwhile (rediscover); whether they did. A watch waiting for its kind, or backing
+        off after it vanished, resumes as soon as its CRD is back."""
         rediscovered = self._rediscovered
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rediscovered.wait(), seconds)
@@ -193,7 +202,7 @@ class Watcher:
                     ) -> tuple[Fingerprints, str]:
         listing = await self._kube.list(
             path, label_selector=spec.label_selector, field_selector=spec.field_selector,
-            accept="application/json" if spec.with_status else PARTIAL_METADATA_LIST)
+            accept=PARTIAL_METADATA_LIST if spec.accept == PARTIAL_METADATA else spec.accept)
         items = [_typed(item, spec) for item in listing.get("items") or []]
         seen = {item["metadata"]["uid"]: fingerprint(item, spec) for item in items}
         if spec.cached:
@@ -210,7 +219,7 @@ class Watcher:
             async for event in self._kube.watch(
                     path, resource_version=version, label_selector=spec.label_selector,
                     field_selector=spec.field_selector, timeout_seconds=_watch_timeout(),
-                    accept="application/json" if spec.with_status else PARTIAL_METADATA):
+                    accept=spec.accept):
                 metadata = event.object.get("metadata", {})
                 version = str(metadata.get("resourceVersion") or version)
                 if event.type == "BOOKMARK":
