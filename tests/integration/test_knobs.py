@@ -1,0 +1,162 @@
+"""Administrator knobs (issue 15) on the real API server: the webhook scaled to 3 and back
+(PodDisruptionBudget created, then pruned), a private CA ConfigMap mounted then removed, an
+annotation added to every object then removed."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from manager.kube import Kube
+from tests.integration.conftest import (
+    SCENARIO_NAMESPACES,
+    EscHandle,
+    OperatorThread,
+    UserObjects,
+    eventually,
+    managed_objects,
+)
+from tests.integration.test_controller_install import install
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+NAMESPACE = SCENARIO_NAMESPACES["knobs"]
+BASE: dict[str, Any] = {"controllerConfig": {"namespace": NAMESPACE}}
+# The reconfigure budget is 2 s on the local control plane; the checks allow for a loaded CI.
+RECONFIGURE = 20.0
+
+
+def _deployment_path(name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}"
+
+
+def _pdb_path(name: str) -> str:
+    return f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets/{name}"
+
+
+def _webhook_replicas(replicas: int) -> dict[str, Any]:
+    return {"controllerConfig": {"componentConfigs": [
+        {"componentName": "Webhook", "deploymentConfigs": {"replicas": replicas}}]}}
+
+
+async def test_webhook_scaled_to_three_and_back(kube: Kube, esc: EscHandle,
+                                                start_operator: StartOperator,
+                                                user_objects: UserObjects) -> None:
+    await install(start_operator, esc, BASE)
+    assert await kube.get(_pdb_path("external-secrets-webhook")) is None
+
+    await esc.patch_spec(_webhook_replicas(3))
+
+    async def scaled() -> None:
+        deployment = await kube.get(_deployment_path("external-secrets-webhook"))
+        assert deployment is not None
+        assert deployment["spec"]["replicas"] == 3
+        spread = deployment["spec"]["template"]["spec"].get("topologySpreadConstraints") or []
+        assert spread, "no topology spread yet"
+        assert spread[0]["topologyKey"] == "kubernetes.io/hostname"
+        assert spread[0]["whenUnsatisfiable"] == "ScheduleAnyway"
+        budget = await kube.get(_pdb_path("external-secrets-webhook"))
+        assert budget is not None
+        assert budget["spec"]["maxUnavailable"] == 1
+        assert budget["spec"]["selector"]["matchLabels"] == (
+            deployment["spec"]["selector"]["matchLabels"])
+
+    await eventually(scaled, RECONFIGURE)
+    # only the webhook: the controller stays at one replica, without a budget
+    controller = await kube.get(_deployment_path("external-secrets"))
+    assert controller is not None
+    assert controller["spec"]["replicas"] == 1
+    assert await kube.get(_pdb_path("external-secrets")) is None
+
+    await esc.patch_spec(_webhook_replicas(1))
+
+    async def back() -> None:
+        deployment = await kube.get(_deployment_path("external-secrets-webhook"))
+        assert deployment is not None
+        assert deployment["spec"]["replicas"] == 1
+        assert "topologySpreadConstraints" not in deployment["spec"]["template"]["spec"]
+        assert await kube.get(_pdb_path("external-secrets-webhook")) is None
+
+    await eventually(back, RECONFIGURE)
+
+
+async def test_private_ca_mounted_then_removed(kube: Kube, esc: EscHandle,
+                                               start_operator: StartOperator,
+                                               user_objects: UserObjects) -> None:
+    await install(start_operator, esc, BASE)
+    await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/configmaps/private-ca", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "private-ca", "namespace": NAMESPACE},
+        "data": {"vault.pem": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"},
+    }, field_manager="integration-tests")
+
+    await esc.patch_spec({"appConfig": {"trustedCABundle": {"configMapName": "private-ca",
+                                                            "key": "vault.pem"}}})
+
+    async def mounted() -> None:
+        deployment = await kube.get(_deployment_path("external-secrets"))
+        assert deployment is not None
+        pod = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        assert "trusted-ca-user" in volumes, volumes
+        assert volumes["trusted-ca-user"]["configMap"] == {
+            "name": "private-ca", "items": [{"key": "vault.pem", "path": "ca-bundle.crt"}],
+            "defaultMode": 420}
+        container = pod["containers"][0]
+        assert {"name": "trusted-ca-user", "mountPath": "/etc/external-secrets/trusted-ca",
+                "readOnly": True} in container["volumeMounts"]
+        env = {e["name"]: e.get("value") for e in container.get("env") or []}
+        assert env.get("SSL_CERT_DIR") == (
+            "/etc/ssl/certs:/etc/pki/tls/certs:/etc/external-secrets/trusted-ca")
+        webhook = await kube.get(_deployment_path("external-secrets-webhook"))
+        assert webhook is not None
+        assert "trusted-ca-user" not in str(webhook["spec"]["template"])
+
+    await eventually(mounted, RECONFIGURE)
+
+    await esc.patch_spec({"appConfig": {"trustedCABundle": None}})
+
+    async def removed() -> None:
+        deployment = await kube.get(_deployment_path("external-secrets"))
+        assert deployment is not None
+        template = deployment["spec"]["template"]
+        assert "trusted-ca-user" not in str(template)
+        assert "SSL_CERT_DIR" not in str(template)
+
+    await eventually(removed, RECONFIGURE)
+
+
+async def test_annotation_added_then_removed_from_every_object(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    await install(start_operator, esc, BASE)
+    key = "example.com/knobs-test"
+
+    await esc.patch_spec({"controllerConfig": {"annotations": {key: "on"}}})
+
+    async def everywhere() -> int:
+        found = await managed_objects(kube, NAMESPACE)
+        objects = {k: o for k, o in found.items() if k[0] != "Namespace"}
+        assert objects
+        missing = [k for k, o in objects.items()
+                   if (o["metadata"].get("annotations") or {}).get(key) != "on"]
+        assert not missing, missing
+        for k, obj in objects.items():
+            if k[0] == "Deployment":
+                annotations = obj["spec"]["template"]["metadata"].get("annotations") or {}
+                assert annotations.get(key) == "on", k
+        return len(objects)
+
+    count = await eventually(everywhere, RECONFIGURE)
+    assert count >= 20
+
+    await esc.patch_spec({"controllerConfig": {"annotations": None}})
+
+    async def nowhere() -> None:
+        found = await managed_objects(kube, NAMESPACE)
+        left = [k for k, o in found.items()
+                if key in (o["metadata"].get("annotations") or {})
+                or (k[0] == "Deployment"
+                    and key in (o["spec"]["template"]["metadata"].get("annotations") or {}))]
+        assert not left, left
+
+    await eventually(nowhere, RECONFIGURE)
