@@ -91,7 +91,7 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
                                 "enableManagedSecretsCaching": "true",
                                 "storeRequeueInterval": "10m"}},
                     {"componentName": "Webhook",
-                     "deploymentConfigs": {"replicas": 3,
+                     "deploymentConfigs": {"replicas": 3, "revisionHistoryLimit": 10,
                                            "podDisruptionBudget": {"minAvailable": 2}},
                      "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
                      "nodeSelector": {"example.com/pool": "edge"},
@@ -110,7 +110,8 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
                              "app.kubernetes.io/name": "external-secrets-webhook"}}}],
                      "priorityClassName": "system-cluster-critical"},
                     {"componentName": "CertController",
-                     "deploymentConfigs": {"manageReplicas": "false"}},
+                     "deploymentConfigs": {"manageReplicas": "false",
+                                           "revisionHistoryLimit": 10}},
                 ],
             },
             "appConfig": {

@@ -15,6 +15,7 @@ from tests.integration.conftest import (
     UserObjects,
     eventually,
     managed_objects,
+    wait_condition,
 )
 from tests.integration.test_controller_install import install
 
@@ -83,14 +84,20 @@ async def test_private_ca_mounted_then_removed(kube: Kube, esc: EscHandle,
                                                start_operator: StartOperator,
                                                user_objects: UserObjects) -> None:
     await install(start_operator, esc, BASE)
+    # Named before it exists: Degraded, naming the field, and nothing changes.
+    await esc.patch_spec({"appConfig": {"trustedCABundle": {"configMapName": "private-ca",
+                                                            "key": "vault.pem"}}})
+    degraded = await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound")
+    assert "spec.appConfig.trustedCABundle.configMapName" in degraded["message"]
+    controller = await kube.get(_deployment_path("external-secrets"))
+    assert controller is not None
+    assert "trusted-ca-user" not in str(controller["spec"]["template"])
+
     await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/configmaps/private-ca", {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "private-ca", "namespace": NAMESPACE},
         "data": {"vault.pem": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"},
     }, field_manager="integration-tests")
-
-    await esc.patch_spec({"appConfig": {"trustedCABundle": {"configMapName": "private-ca",
-                                                            "key": "vault.pem"}}})
 
     async def mounted() -> None:
         deployment = await kube.get(_deployment_path("external-secrets"))
