@@ -167,3 +167,48 @@ async def test_annotation_added_then_removed_from_every_object(
         assert not left, left
 
     await eventually(nowhere, RECONFIGURE)
+
+
+async def test_replicas_left_to_kubectl_scale_when_asked(kube: Kube, esc: EscHandle,
+                                                         start_operator: StartOperator,
+                                                         user_objects: UserObjects) -> None:
+    await install(start_operator, esc, BASE)
+    path = _deployment_path("external-secrets-webhook")
+
+    async def scale(replicas: int) -> None:
+        await kube.merge_patch(f"{path}/scale", {"spec": {"replicas": replicas}},
+                               field_manager="kubectl")
+
+    async def replicas_are(replicas: int) -> None:
+        deployment = await kube.get(path)
+        assert deployment is not None
+        assert deployment["spec"]["replicas"] == replicas
+
+    # By default the operator owns replicas: a kubectl scale is drift, and is repaired.
+    await scale(2)
+    await eventually(lambda: replicas_are(1), RECONFIGURE)
+
+    await esc.patch_spec({"controllerConfig": {"componentConfigs": [
+        {"componentName": "Webhook", "deploymentConfigs": {"manageReplicas": "false"}}]}})
+
+    async def released() -> None:
+        deployment = await kube.get(path)
+        assert deployment is not None
+        ours = [entry for entry in deployment["metadata"]["managedFields"]
+                if entry["manager"] == "external-secrets-operator"
+                and entry["operation"] == "Apply"]
+        assert ours
+        assert "f:replicas" not in ours[0]["fieldsV1"]["f:spec"]
+
+    await eventually(released, RECONFIGURE)
+    await scale(2)
+    # Another pass re-applies every object (a new annotation): replicas stay as scaled.
+    await esc.patch_spec({"controllerConfig": {"annotations": {"example.com/pass": "2"}}})
+
+    async def annotated_and_still_scaled() -> None:
+        deployment = await kube.get(path)
+        assert deployment is not None
+        assert (deployment["metadata"].get("annotations") or {}).get("example.com/pass") == "2"
+        assert deployment["spec"]["replicas"] == 2
+
+    await eventually(annotated_and_still_scaled, RECONFIGURE)
