@@ -83,7 +83,8 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
                 "annotations": {"example.com/owner": "platform-team"},
                 "componentConfigs": [
                     {"componentName": "ExternalSecretsCoreController",
-                     "deploymentConfigs": {"replicas": 3, "revisionHistoryLimit": 5},
+                     "deploymentConfigs": {"replicas": 3, "revisionHistoryLimit": 5,
+                                           "podDisruptionBudget": {"maxUnavailable": 1}},
                      "overrideEnv": [{"name": "GODEBUG", "value": "http2client=0"}],
                      "tuning": {"concurrent": 5, "clientQPS": 100, "clientBurst": 200,
                                 "enableSecretsCaching": "false",

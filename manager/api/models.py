@@ -223,7 +223,8 @@ class TrustedCABundle(ApiModel):
     """configMapName is the ConfigMap, in the operand namespace, that holds the PEM bundle.
     It is mounted read-only into the controller and bitwarden-sdk-server at
     /etc/external-secrets/trusted-ca, and SSL_CERT_DIR makes the operand read it in addition
-    to the system roots. Until it exists the pods cannot start. Required, no default."""
+    to the system roots. Until it exists with that key the ExternalSecretsConfig is Degraded
+    and nothing is changed. Required, no default."""
 
     key: Annotated[
         str, Field(min_length=1, max_length=253), Schema(rules=rules.CONFIGMAP_KEY)
