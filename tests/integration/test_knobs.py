@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
+from tests.conftest import Cluster
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
@@ -80,9 +81,17 @@ async def test_webhook_scaled_to_three_and_back(kube: Kube, esc: EscHandle,
     await eventually(back, RECONFIGURE)
 
 
+def _controller_cert_dirs(cluster: Cluster) -> list[str | None]:
+    """SSL_CERT_DIR of every running controller process (simulated cluster only)."""
+    assert cluster.simulated is not None
+    return [process.env.get("SSL_CERT_DIR")
+            for process in cluster.simulated.processes(NAMESPACE, "external-secrets")]
+
+
 async def test_private_ca_mounted_then_removed(kube: Kube, esc: EscHandle,
                                                start_operator: StartOperator,
-                                               user_objects: UserObjects) -> None:
+                                               user_objects: UserObjects,
+                                               cluster: Cluster) -> None:
     await install(start_operator, esc, BASE)
     # Named before it exists: Degraded, naming the field, and nothing changes.
     await esc.patch_spec({"appConfig": {"trustedCABundle": {"configMapName": "private-ca",
@@ -119,6 +128,12 @@ async def test_private_ca_mounted_then_removed(kube: Kube, esc: EscHandle,
         assert "trusted-ca-user" not in str(webhook["spec"]["template"])
 
     await eventually(mounted, RECONFIGURE)
+    if cluster.simulated is not None:  # the operand process itself reads the variable
+        async def process_reads_it() -> None:
+            assert "/etc/ssl/certs:/etc/pki/tls/certs:/etc/external-secrets/trusted-ca" in (
+                _controller_cert_dirs(cluster))
+
+        await eventually(process_reads_it, 60)
 
     await esc.patch_spec({"appConfig": {"trustedCABundle": None}})
 
@@ -130,6 +145,13 @@ async def test_private_ca_mounted_then_removed(kube: Kube, esc: EscHandle,
         assert "SSL_CERT_DIR" not in str(template)
 
     await eventually(removed, RECONFIGURE)
+    if cluster.simulated is not None:
+        async def process_without_it() -> None:
+            dirs = _controller_cert_dirs(cluster)
+            assert dirs
+            assert set(dirs) == {None}, dirs
+
+        await eventually(process_without_it, 60)
 
 
 async def test_annotation_added_then_removed_from_every_object(
