@@ -295,6 +295,33 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
         "bench": label}}}}, field_manager="bench")
     figures.add("reconfigure_s", await seconds_until(labelled))
 
+    # Administrator knobs (issue 15): an annotation onto every object; the webhook scaled to 3
+    # (PodDisruptionBudget created) and back to 1 (pruned).
+    async def annotated() -> bool:
+        objects = await bench.managed_objects(namespace)
+        return len(objects) >= expected and all(
+            o["metadata"].get("annotations", {}).get("example.com/bench") == label
+            for o in objects if o["kind"] != "Namespace")
+
+    await bench.kube.merge_patch(ESC_PATH, {"spec": {"controllerConfig": {
+        "annotations": {"example.com/bench": label}}}}, field_manager="bench")
+    figures.add("annotate_s", await wait_until(annotated))
+
+    budget = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/external-secrets-webhook"
+
+    def webhook_replicas(replicas: int) -> dict[str, Any]:
+        return {"spec": {"controllerConfig": {"componentConfigs": [
+            {"componentName": "Webhook", "deploymentConfigs": {"replicas": replicas}}]}}}
+
+    async def budget_is(present: bool) -> bool:
+        return (await bench.kube.get(budget) is not None) == present
+
+    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(3), field_manager="bench")
+    figures.add("scale_up_s", await wait_until(lambda: budget_is(True)))
+    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(1), field_manager="bench")
+    figures.add("scale_down_s", await wait_until(lambda: budget_is(False)))
+    await wait_until(bench.ready, timeout=180)
+
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets"
     old = await bench.kube.request("GET", deployment)
     mark = audit.mark()
@@ -348,6 +375,9 @@ LABELS = {
     "install_available_s": "install: ESC created → Ready=True, every Deployment available (s)",
     "install_requests_until_ready": "API requests from ESC created to Ready=True, +2 s (count)",
     "reconfigure_s": "reconfigure: ESM label changed → on every managed object (s)",
+    "annotate_s": "reconfigure: ESC annotation added → on every managed object (s)",
+    "scale_up_s": "reconfigure: webhook replicas 1 → 3 → its PodDisruptionBudget exists (s)",
+    "scale_down_s": "reconfigure: webhook replicas 3 → 1 → its PodDisruptionBudget pruned (s)",
     "repair_s": "repair: managed Deployment deleted → re-created (s)",
     "startup_to_first_pass_s": "start-up: process start → first pass complete (s)",
     "install_requests": "API requests from ESC created to every object applied (count)",

@@ -34,13 +34,19 @@ from manager.api.models import (
     ApplicationConfig,
     CertManagerConfig,
     CommonConfigs,
+    ComponentConfig,
     ControllerConfig,
     ExternalSecretsConfigSpec,
     ExternalSecretsManagerSpec,
     GlobalConfig,
     ProxyConfig,
 )
-from manager.api.patterns import is_reserved_label_key, is_shared_namespace
+from manager.api.patterns import (
+    is_reserved_annotation_key,
+    is_reserved_env_name,
+    is_reserved_label_key,
+    is_shared_namespace,
+)
 from manager.api.rules import OPERATOR_NETWORK_POLICIES
 
 ESC_APP = "spec.appConfig"
@@ -190,6 +196,64 @@ class ProxySettings(_Frozen):
     source: ProxySource = "ExternalSecretsConfig"
 
 
+Workload = Literal["controller", "webhook", "cert-controller", "bitwarden"]
+WORKLOADS: tuple[Workload, ...] = ("controller", "webhook", "cert-controller", "bitwarden")
+# controllerConfig.componentConfigs[].componentName -> the workload (Deployment) it configures.
+COMPONENT_WORKLOADS: dict[str, Workload] = {
+    "ExternalSecretsCoreController": "controller", "Webhook": "webhook",
+    "CertController": "cert-controller", "BitwardenSDKServer": "bitwarden"}
+
+
+class DisruptionBudget(_Frozen):
+    """The PodDisruptionBudget of one workload: exactly one of the two is set."""
+
+    max_unavailable: int | None = None
+    min_available: int | None = None
+
+
+class WorkloadSettings(_Frozen):
+    """The Deployment settings of one workload, merged (see `_workload`)."""
+
+    replicas: int | None = 1
+    """None: the operator leaves replicas to a HorizontalPodAutoscaler or kubectl scale."""
+    revision_history_limit: int = 10
+    disruption_budget: DisruptionBudget | None = None
+    """Rendered as a PodDisruptionBudget when set (replicas > 1, or asked for)."""
+    spread_across_nodes: bool = False
+    """Add the soft topology spread across nodes (replicas > 1 and no constraints given)."""
+    override_env: tuple[dict[str, Any], ...] = ()
+    resources: dict[str, Any] | None = None
+    affinity: dict[str, Any] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    node_selector: dict[str, str] | None = None
+    topology_spread_constraints: list[dict[str, Any]] | None = None
+    priority_class_name: str | None = None
+
+
+class ControllerTuning(_Frozen):
+    """Flags of the external-secrets controller; None leaves the operand's default."""
+
+    concurrent: int = 1
+    client_qps: int | None = None
+    client_burst: int | None = None
+    enable_secrets_caching: bool | None = None
+    enable_configmaps_caching: bool | None = None
+    enable_managed_secrets_caching: bool | None = None
+    store_requeue_interval: str | None = None
+
+
+class WebhookSettings(_Frozen):
+    failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    timeout_seconds: int = 5
+
+
+class TrustedCA(_Frozen):
+    """A ConfigMap of PEM certificates the controller and bitwarden-sdk-server trust."""
+
+    config_map_name: str
+    key: str = "ca-bundle.crt"
+
+
 class Images(_Frozen):
     external_secrets: str = versions.EXTERNAL_SECRETS_IMAGE
     bitwarden_sdk_server: str | None = None
@@ -229,6 +293,27 @@ class EffectiveConfig(_Frozen):
     hidden_global_settings: tuple[str, ...] = ()
     """ExternalSecretsManager globalConfig settings that have no effect because the
     ExternalSecretsConfig's appConfig sets them too, with another value."""
+    annotations: dict[str, str] = {}
+    """controllerConfig.annotations: on every rendered object and pod template."""
+    workloads: dict[Workload, WorkloadSettings] = {
+        workload: WorkloadSettings() for workload in WORKLOADS}
+    """Per Deployment: componentConfigs over appConfig over globalConfig over defaults."""
+    controller_tuning: ControllerTuning = ControllerTuning()
+    webhook: WebhookSettings = WebhookSettings()
+    trusted_ca: TrustedCA | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _global_workloads(cls, data: Any) -> Any:
+        """A config built without `workloads` (tests, tools) gives every workload the global
+        scheduling and resources; `effective_config` always passes them, merged."""
+        if isinstance(data, dict) and "workloads" not in data:
+            shared = {field: data[field] for field in
+                      ("resources", "affinity", "tolerations", "node_selector")
+                      if data.get(field) is not None}
+            data = {**data, "workloads": {workload: WorkloadSettings(**shared)
+                                          for workload in WORKLOADS}}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> EffectiveConfig:
@@ -294,6 +379,12 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         images=_images(env, bitwarden),
         versions=_versions(env),
         hidden_global_settings=hidden_global_settings(app, glob),
+        annotations=_annotations(esc.controller_config),
+        workloads={workload: _workload(workload, esc.controller_config, app, glob)
+                   for workload in WORKLOADS},
+        controller_tuning=_controller_tuning(esc.controller_config),
+        webhook=_webhook(app),
+        trusted_ca=_trusted_ca(app),
     )
 
 
@@ -323,13 +414,19 @@ def unknown_features(esm: ExternalSecretsManagerSpec | None) -> tuple[str, ...]:
     return tuple(name for name in names if name not in KNOWN_FEATURES)
 
 
-def _pick(field: str, app: ApplicationConfig | None,
-          glob: GlobalConfig | None) -> tuple[Any, str]:
-    """The first source that sets `field` (ESC appConfig, then ESM globalConfig), and its path.
+def _pick(field: str, app: ApplicationConfig | None, glob: GlobalConfig | None,
+          component: tuple[ComponentConfig, str] | None = None) -> tuple[Any, str]:
+    """THE precedence: the first source that sets `field`, and its path. The sources, highest
+    first: the component's entry of ESC controllerConfig.componentConfigs (when `component`
+    names one: the entry and its path), ESC appConfig, ESM globalConfig; then the caller's
+    default.
 
     Present-but-empty counts as set: it means "none" and hides the lower source.
     """
-    sources: tuple[tuple[CommonConfigs | None, str], ...] = ((app, ESC_APP), (glob, ESM_GLOBAL))
+    sources: list[tuple[CommonConfigs | ComponentConfig | None, str]] = [
+        (app, ESC_APP), (glob, ESM_GLOBAL)]
+    if component is not None:
+        sources.insert(0, component)
     for common, path in sources:
         value = getattr(common, field) if common is not None else None
         if value is not None:
@@ -488,8 +585,9 @@ def _bitwarden(app: ApplicationConfig | None,
                              issue_certificate=True)
 
 
-def _resources(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict[str, Any] | None:
-    resources, field = _pick("resources", app, glob)
+def _resources(app: ApplicationConfig | None, glob: GlobalConfig | None,
+               component: tuple[ComponentConfig, str] | None = None) -> dict[str, Any] | None:
+    resources, field = _pick("resources", app, glob, component)
     if not resources:
         return None
     try:
@@ -499,8 +597,9 @@ def _resources(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict
     return dict(resources)
 
 
-def _affinity(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict[str, Any] | None:
-    affinity, field = _pick("affinity", app, glob)
+def _affinity(app: ApplicationConfig | None, glob: GlobalConfig | None,
+              component: tuple[ComponentConfig, str] | None = None) -> dict[str, Any] | None:
+    affinity, field = _pick("affinity", app, glob, component)
     if not affinity:
         return None
     try:
@@ -510,9 +609,10 @@ def _affinity(app: ApplicationConfig | None, glob: GlobalConfig | None) -> dict[
     return dict(affinity)
 
 
-def _tolerations(app: ApplicationConfig | None,
-                 glob: GlobalConfig | None) -> list[dict[str, Any]] | None:
-    tolerations, field = _pick("tolerations", app, glob)
+def _tolerations(app: ApplicationConfig | None, glob: GlobalConfig | None,
+                 component: tuple[ComponentConfig, str] | None = None,
+                 ) -> list[dict[str, Any]] | None:
+    tolerations, field = _pick("tolerations", app, glob, component)
     if not tolerations:
         return None
     try:
@@ -522,9 +622,10 @@ def _tolerations(app: ApplicationConfig | None,
     return [dict(toleration) for toleration in tolerations]
 
 
-def _node_selector(app: ApplicationConfig | None,
-                   glob: GlobalConfig | None) -> dict[str, str] | None:
-    selector, field = _pick("node_selector", app, glob)
+def _node_selector(app: ApplicationConfig | None, glob: GlobalConfig | None,
+                   component: tuple[ComponentConfig, str] | None = None,
+                   ) -> dict[str, str] | None:
+    selector, field = _pick("node_selector", app, glob, component)
     if not selector:
         return None
     try:
@@ -620,3 +721,129 @@ def _versions(env: OperatorEnvironment) -> Versions:
     return Versions(external_secrets=env.operand_version,
                     bitwarden_sdk_server=env.bitwarden_version)
 
+
+
+# --- administrator knobs: annotations, per-component settings, webhook, trusted CA ----------
+
+
+def _annotations(controller: ControllerConfig | None) -> dict[str, str]:
+    """The CRD's annotation rules, again for `render` and objects stored before them."""
+    annotations = dict((controller.annotations if controller else None) or {})
+    path = f"{ESC_CONTROLLER}.annotations"
+    for key in annotations:
+        if is_reserved_annotation_key(key):
+            raise ConfigError(f"{path}[{key!r}]",
+                              "this annotation key is reserved (kubernetes.io/, k8s.io/, "
+                              "openshift.io/ and their subdomains, cert-manager.io/, "
+                              "external-secrets.io/, external-secrets-operator.io/); choose "
+                              "another key")
+        problem = kube_values.qualified_name_problem(key)
+        if problem is not None:
+            raise ConfigError(f"{path}[{key!r}]", problem)
+    return annotations
+
+
+def _component_config(controller: ControllerConfig | None,
+                      workload: Workload) -> tuple[ComponentConfig, str] | None:
+    """The componentConfigs entry of `workload`, and its path."""
+    entries = (controller.component_configs if controller else None) or []
+    for index, entry in enumerate(entries):
+        if COMPONENT_WORKLOADS[entry.component_name] == workload:
+            return entry, f"{ESC_CONTROLLER}.componentConfigs[{index}]"
+    return None
+
+
+def _workload(workload: Workload, controller: ControllerConfig | None,
+              app: ApplicationConfig | None, glob: GlobalConfig | None) -> WorkloadSettings:
+    """One Deployment's settings: scheduling and resources by `_pick` (component >
+    appConfig > globalConfig > none), the rest from the component's entry only."""
+    component = _component_config(controller, workload)
+    entry = component[0] if component else None
+    deployment = entry.deployment_configs if entry else None
+    replicas: int | None = 1
+    if deployment is not None and deployment.manage_replicas == "false":
+        replicas = None
+    elif deployment is not None and deployment.replicas is not None:
+        replicas = deployment.replicas
+    budget = deployment.pod_disruption_budget if deployment else None
+    disruption_budget = None
+    if budget is not None and (budget.max_unavailable is not None
+                               or budget.min_available is not None):
+        disruption_budget = DisruptionBudget(max_unavailable=budget.max_unavailable,
+                                             min_available=budget.min_available)
+    if disruption_budget is not None and replicas is not None and replicas <= 1:
+        disruption_budget = None  # one pod: a budget would only block node drains
+    elif disruption_budget is None and replicas is not None and replicas > 1:
+        disruption_budget = DisruptionBudget(max_unavailable=1)
+    spread, _ = _pick("topology_spread_constraints", None, None, component)
+    return WorkloadSettings(
+        replicas=replicas,
+        revision_history_limit=(deployment.revision_history_limit
+                                if deployment and deployment.revision_history_limit else 10),
+        disruption_budget=disruption_budget,
+        spread_across_nodes=spread is None and replicas is not None and replicas > 1,
+        override_env=_override_env(entry, component[1] if component else ""),
+        resources=_resources(app, glob, component),
+        affinity=_affinity(app, glob, component),
+        tolerations=_tolerations(app, glob, component),
+        node_selector=_node_selector(app, glob, component),
+        topology_spread_constraints=[dict(c) for c in spread] if spread else None,
+        priority_class_name=entry.priority_class_name if entry else None,
+    )
+
+
+def _override_env(entry: ComponentConfig | None, path: str) -> tuple[dict[str, Any], ...]:
+    variables = list((entry.override_env if entry else None) or [])
+    for index, variable in enumerate(variables):
+        name = str(variable.get("name", ""))
+        if is_reserved_env_name(name):
+            raise ConfigError(f"{path}.overrideEnv[{index}].name",
+                              f"{name!r} is reserved: the operator sets it (proxy: use "
+                              "appConfig.proxy; SSL_CERT_*: use appConfig.trustedCABundle) or "
+                              "the platform does (HOSTNAME, KUBERNETES_*, EXTERNAL_SECRETS_*)")
+    return tuple(dict(variable) for variable in variables)
+
+
+def _controller_tuning(controller: ControllerConfig | None) -> ControllerTuning:
+    component = _component_config(controller, "controller")
+    tuning = component[0].tuning if component else None
+    if tuning is None:
+        return ControllerTuning()
+    interval = None
+    if tuning.store_requeue_interval is not None:
+        field = f"{component[1] if component else ''}.tuning.storeRequeueInterval"
+        nanoseconds = _duration(tuning.store_requeue_interval, field)
+        if nanoseconds <= 0:
+            raise ConfigError(field, "must be longer than zero, e.g. '5m'")
+        interval = kube_values.format_go_duration(nanoseconds)
+
+    def flag(value: str | None) -> bool | None:
+        return None if value is None else value == "true"
+
+    return ControllerTuning(
+        concurrent=tuning.concurrent or 1,
+        client_qps=tuning.client_qps,
+        client_burst=tuning.client_burst,
+        enable_secrets_caching=flag(tuning.enable_secrets_caching),
+        enable_configmaps_caching=flag(tuning.enable_config_maps_caching),
+        enable_managed_secrets_caching=flag(tuning.enable_managed_secrets_caching),
+        store_requeue_interval=interval,
+    )
+
+
+def _webhook(app: ApplicationConfig | None) -> WebhookSettings:
+    webhook = app.webhook_config if app else None
+    if webhook is None:
+        return WebhookSettings()
+    return WebhookSettings(failure_policy=webhook.failure_policy or "Fail",
+                           timeout_seconds=webhook.timeout_seconds or 5)
+
+
+def _trusted_ca(app: ApplicationConfig | None) -> TrustedCA | None:
+    bundle = app.trusted_ca_bundle if app else None
+    if bundle is None:
+        return None
+    if not kube_values.is_dns_subdomain(bundle.config_map_name):
+        raise ConfigError(f"{ESC_APP}.trustedCABundle.configMapName",
+                          f"{bundle.config_map_name!r} is not a valid ConfigMap name")
+    return TrustedCA(config_map_name=bundle.config_map_name, key=bundle.key)

@@ -28,8 +28,10 @@ NETWORKING_V1 = "/openapi/v3/apis/networking.k8s.io/v1"
 # OpenAPI v3 document that serves each, and its name there.
 CORE_TYPES: Mapping[str, tuple[str, str]] = {
     "Affinity": (CORE_V1, "io.k8s.api.core.v1.Affinity"),
+    "EnvVar": (CORE_V1, "io.k8s.api.core.v1.EnvVar"),
     "ResourceRequirements": (CORE_V1, "io.k8s.api.core.v1.ResourceRequirements"),
     "Toleration": (CORE_V1, "io.k8s.api.core.v1.Toleration"),
+    "TopologySpreadConstraint": (CORE_V1, "io.k8s.api.core.v1.TopologySpreadConstraint"),
     "NetworkPolicyEgressRule": (NETWORKING_V1,
                                 "io.k8s.api.networking.v1.NetworkPolicyEgressRule"),
 }

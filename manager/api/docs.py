@@ -75,6 +75,52 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
             },
         },
     },
+    "ExternalSecretsConfig (high availability and per-component settings)": {
+        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
+        "metadata": {"name": constants.SINGLETON_NAME},
+        "spec": {
+            "controllerConfig": {
+                "annotations": {"example.com/owner": "platform-team"},
+                "componentConfigs": [
+                    {"componentName": "ExternalSecretsCoreController",
+                     "deploymentConfigs": {"replicas": 3, "revisionHistoryLimit": 5,
+                                           "podDisruptionBudget": {"maxUnavailable": 1}},
+                     "overrideEnv": [{"name": "GODEBUG", "value": "http2client=0"}],
+                     "tuning": {"concurrent": 5, "clientQPS": 100, "clientBurst": 200,
+                                "enableSecretsCaching": "false",
+                                "enableConfigMapsCaching": "false",
+                                "enableManagedSecretsCaching": "true",
+                                "storeRequeueInterval": "10m"}},
+                    {"componentName": "Webhook",
+                     "deploymentConfigs": {"replicas": 3, "revisionHistoryLimit": 10,
+                                           "podDisruptionBudget": {"minAvailable": 2}},
+                     "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                     "nodeSelector": {"example.com/pool": "edge"},
+                     "tolerations": [{"key": "example.com/edge", "operator": "Exists",
+                                      "effect": "NoSchedule"}],
+                     "affinity": {"podAntiAffinity": {
+                         "preferredDuringSchedulingIgnoredDuringExecution": [{
+                             "weight": 100, "podAffinityTerm": {
+                                 "topologyKey": "kubernetes.io/hostname",
+                                 "labelSelector": {"matchLabels": {
+                                     "app.kubernetes.io/name": "external-secrets-webhook"}}}}]}},
+                     "topologySpreadConstraints": [{
+                         "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                         "whenUnsatisfiable": "ScheduleAnyway",
+                         "labelSelector": {"matchLabels": {
+                             "app.kubernetes.io/name": "external-secrets-webhook"}}}],
+                     "priorityClassName": "system-cluster-critical"},
+                    {"componentName": "CertController",
+                     "deploymentConfigs": {"manageReplicas": "false",
+                                           "revisionHistoryLimit": 10}},
+                ],
+            },
+            "appConfig": {
+                "webhookConfig": {"failurePolicy": "Ignore", "timeoutSeconds": 10},
+                "trustedCABundle": {"configMapName": "private-ca", "key": "ca-bundle.crt"},
+            },
+        },
+    },
     "ExternalSecretsManager (global defaults)": {
         "apiVersion": constants.API_VERSION, "kind": constants.ESM_KIND,
         "metadata": {"name": constants.SINGLETON_NAME},

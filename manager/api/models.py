@@ -200,6 +200,38 @@ class WebhookConfig(ApiModel):
     validity: a duration such as "5m" or "1h30m" (1 to 32 characters), the webhook's
     `--check-interval`. Default: "5m"."""
 
+    failure_policy: Literal["Fail", "Ignore"] | None = None
+    """failurePolicy is what the API server does with an ExternalSecret, SecretStore or
+    ClusterSecretStore change when the webhook cannot be reached: `Fail` refuses the change,
+    `Ignore` lets it through unvalidated. It applies to every webhook of both
+    ValidatingWebhookConfigurations (externalsecret-validate, secretstore-validate).
+    Default: Fail."""
+
+    timeout_seconds: Annotated[int | None, Field(ge=1, le=30), Schema(fmt="int32")] = None
+    """timeoutSeconds is how long the API server waits for the webhook's answer before
+    applying failurePolicy: 1 to 30 seconds, on every webhook of both configurations.
+    Default: 5."""
+
+
+class TrustedCABundle(ApiModel):
+    """TrustedCABundle names a ConfigMap of PEM certificates the operand trusts, besides the
+    system roots, when it calls the secret providers."""
+
+    config_map_name: Annotated[
+        str, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)
+    ]
+    """configMapName is the ConfigMap, in the operand namespace, that holds the PEM bundle.
+    It is mounted read-only into the controller and bitwarden-sdk-server at
+    /etc/external-secrets/trusted-ca, and SSL_CERT_DIR makes the operand read it in addition
+    to the system roots. Until it exists with that key the ExternalSecretsConfig is Degraded
+    and nothing is changed. Required, no default."""
+
+    key: Annotated[
+        str, Field(min_length=1, max_length=253), Schema(rules=rules.CONFIGMAP_KEY)
+    ] = "ca-bundle.crt"
+    """key is the ConfigMap key that holds the PEM bundle (one or more certificates).
+    Default: "ca-bundle.crt"."""
+
 
 class CertManagerConfig(ApiModel):
     """CertManagerConfig is for configuring cert-manager specifics, which will be used for
@@ -272,6 +304,11 @@ class ApplicationConfig(CommonConfigs):
     generating certificates for webhook and bitwarden-sdk-server components. Once enabled is
     "true" it cannot be removed. Default: none (the built-in cert-controller)."""
 
+    trusted_ca_bundle: Annotated[TrustedCABundle | None, Field(alias="trustedCABundle")] = None
+    """trustedCABundle makes the controller and bitwarden-sdk-server trust the certificates of
+    a ConfigMap (for example a private CA of a Vault server), in addition to the system roots,
+    without a cluster proxy. Removing it removes the mount and the variable. Default: none."""
+
 
 class NetworkPolicy(ApiModel):
     """NetworkPolicy is an egress NetworkPolicy the operator creates for one component of the
@@ -299,6 +336,166 @@ class NetworkPolicy(ApiModel):
     NetworkPolicyEgressRule): the connections the component may open, besides the API server
     and DNS, which the operator always allows. An empty list allows no other connection.
     Required, no default."""
+
+
+ComponentName = Literal["ExternalSecretsCoreController", "Webhook", "CertController",
+                        "BitwardenSDKServer"]
+
+
+class PodDisruptionBudgetConfig(ApiModel):
+    """PodDisruptionBudgetConfig sets the PodDisruptionBudget of one component: exactly one of
+    maxUnavailable and minAvailable, as numbers of pods."""
+
+    __cel_rules__ = rules.POD_DISRUPTION_BUDGET
+
+    max_unavailable: Annotated[int | None, Field(ge=1, le=10), Schema(fmt="int32")] = None
+    """maxUnavailable is how many of the component's pods a voluntary disruption (a node
+    drain) may take down at once: 1 to 10. Default: 1 (when neither is set the operator
+    renders maxUnavailable 1 for a component with more than one replica)."""
+
+    min_available: Annotated[int | None, Field(ge=0, le=9), Schema(fmt="int32")] = None
+    """minAvailable is how many of the component's pods must stay up during a voluntary
+    disruption: 0 to 9, lower than replicas. Default: none."""
+
+
+class DeploymentConfig(ApiModel):
+    """DeploymentConfig holds the Deployment settings of one component."""
+
+    __cel_rules__ = rules.DEPLOYMENT_CONFIG
+
+    replicas: Annotated[int | None, Field(ge=1, le=10), Schema(fmt="int32")] = None
+    """replicas is the number of pods of the component: 1 to 10. More than one renders a
+    PodDisruptionBudget (maxUnavailable 1 unless podDisruptionBudget says otherwise) and a
+    soft topology spread across nodes; the controller elects a leader (Lease
+    external-secrets-controller) and the cert-controller turns on its leader election (Lease
+    crd-certs-controller). Default: 1."""
+
+    manage_replicas: BoolString | None = None
+    """manageReplicas "false" leaves the Deployment's replicas to someone else (a
+    HorizontalPodAutoscaler, `kubectl scale`): the operator stops setting the field, so the
+    value they set stays. The operator then renders a PodDisruptionBudget only if
+    podDisruptionBudget is set. Cannot be combined with replicas. Default: "true"."""
+
+    revision_history_limit: Annotated[int | None, Field(ge=1, le=50), Schema(fmt="int32")] = 10
+    """revisionHistoryLimit is the number of old ReplicaSets the Deployment keeps for
+    rollbacks: 1 to 50. Default: 10."""
+
+    pod_disruption_budget: PodDisruptionBudgetConfig | None = None
+    """podDisruptionBudget sets the component's PodDisruptionBudget. Default: maxUnavailable 1
+    while replicas is more than 1, no PodDisruptionBudget otherwise."""
+
+
+class ControllerTuning(ApiModel):
+    """ControllerTuning holds flags of the external-secrets controller
+    (external-secrets v1.3.2 `cmd/controller/root.go`), typed and bounded."""
+
+    __cel_rules__ = rules.TUNING
+
+    concurrent: Annotated[int | None, Field(ge=1, le=100), Schema(fmt="int32")] = None
+    """concurrent is the number of concurrent reconciles (`--concurrent`): 1 to 100.
+    Default: 1."""
+
+    client_qps: Annotated[
+        int | None, Field(ge=1, le=10000, alias="clientQPS"), Schema(fmt="int32")
+    ] = None
+    """clientQPS is the steady rate of requests per second to the API server
+    (`--client-qps`): 1 to 10000. Default: the operand's, 50."""
+
+    client_burst: Annotated[int | None, Field(ge=1, le=20000), Schema(fmt="int32")] = None
+    """clientBurst is the burst of requests to the API server allowed above clientQPS
+    (`--client-burst`): 1 to 20000, at least clientQPS. Default: the operand's, 100."""
+
+    enable_secrets_caching: BoolString | None = None
+    """enableSecretsCaching caches every Secret of the cluster in the controller
+    (`--enable-secrets-caching`): fewer API requests, more memory. Default: "false"."""
+
+    enable_config_maps_caching: Annotated[
+        BoolString | None, Field(alias="enableConfigMapsCaching")
+    ] = None
+    """enableConfigMapsCaching caches every ConfigMap of the cluster in the controller
+    (`--enable-configmaps-caching`). Default: "false"."""
+
+    enable_managed_secrets_caching: BoolString | None = None
+    """enableManagedSecretsCaching caches the Secrets that ExternalSecrets manage
+    (`--enable-managed-secrets-caching`). Default: "true"."""
+
+    store_requeue_interval: Duration = None
+    """storeRequeueInterval is how often the controller re-checks SecretStores and
+    ClusterSecretStores (`--store-requeue-interval`): a duration such as "5m" (longer than
+    zero). Default: the operand's, 5m."""
+
+
+class ComponentConfig(ApiModel):
+    """ComponentConfig holds the settings of one component of the operand; each overrides
+    the appConfig and globalConfig setting of the same name for that component only."""
+
+    __cel_rules__ = rules.COMPONENT_CONFIG
+
+    component_name: ComponentName
+    """componentName is the component: the controller (`ExternalSecretsCoreController`), the
+    webhook (`Webhook`), the cert-controller (`CertController`) or bitwarden-sdk-server
+    (`BitwardenSDKServer`). Required, no default."""
+
+    deployment_configs: DeploymentConfig | None = None
+    """deploymentConfigs are the component's Deployment settings (replicas,
+    revisionHistoryLimit, podDisruptionBudget). Default: none."""
+
+    override_env: Annotated[
+        list[dict[str, Any]] | None,
+        Field(min_length=0, max_length=50),
+        Schema(core_type="EnvVar", list_type="map", list_map_keys=("name",),
+               rules=rules.OVERRIDE_ENV),
+    ] = None
+    """overrideEnv are environment variables (core/v1 EnvVar) of the component's main
+    container, replacing a variable of the same name the operator sets, else added. At most
+    50; the proxy and CA variables and the prefixes HOSTNAME, KUBERNETES_ and
+    EXTERNAL_SECRETS_ are refused. Default: none."""
+
+    resources: Annotated[dict[str, Any] | None, Schema(core_type="ResourceRequirements")] = None
+    """resources of the component's containers (core/v1 ResourceRequirements); replaces
+    appConfig's and globalConfig's for this component. Default: none."""
+
+    node_selector: Annotated[
+        dict[str, LabelValue] | None,
+        Field(min_length=0, max_length=10),
+        Schema(map_type="atomic", rules=rules.NODE_SELECTOR_KEYS),
+    ] = None
+    """nodeSelector of the component's pods (0 to 10 labels); replaces appConfig's and
+    globalConfig's for this component. Default: none."""
+
+    tolerations: Annotated[
+        list[dict[str, Any]] | None,
+        Field(min_length=0, max_length=10),
+        Schema(core_type="Toleration", list_type="atomic"),
+    ] = None
+    """tolerations of the component's pods (0 to 10 core/v1 Tolerations); replace appConfig's
+    and globalConfig's for this component. Default: none."""
+
+    affinity: Annotated[dict[str, Any] | None, Schema(core_type="Affinity")] = None
+    """affinity of the component's pods (core/v1 Affinity); replaces appConfig's and
+    globalConfig's for this component. Default: none."""
+
+    topology_spread_constraints: Annotated[
+        list[dict[str, Any]] | None,
+        Field(min_length=0, max_length=8),
+        Schema(core_type="TopologySpreadConstraint", list_type="atomic"),
+    ] = None
+    """topologySpreadConstraints of the component's pods (0 to 8 core/v1
+    TopologySpreadConstraints); replace the soft spread across nodes that the operator adds
+    when replicas is more than 1. Default: none."""
+
+    priority_class_name: Annotated[
+        str | None, Field(min_length=1, max_length=253), Schema(rules=rules.OBJECT_NAME)
+    ] = None
+    """priorityClassName of the component's pods, such as system-cluster-critical. Default:
+    none."""
+
+    tuning: ControllerTuning | None = None
+    """tuning holds flags of the external-secrets controller; only for componentName
+    ExternalSecretsCoreController. Default: none (the operand's defaults)."""
+
+
+AnnotationValue = Annotated[str, Field(max_length=4096)]
 
 
 class ControllerConfig(ApiModel):
@@ -352,6 +549,26 @@ class ControllerConfig(ApiModel):
     to narrow the controller's connections to the secret providers in use. Without any for a
     component, the operator allows that component all egress; ingress stays denied except to
     the webhook and metrics ports. At most 50 entries. Default: none."""
+
+    annotations: Annotated[
+        dict[str, AnnotationValue] | None,
+        Field(min_length=0, max_length=20),
+        Schema(map_type="granular", rules=rules.ANNOTATION_KEYS),
+    ] = None
+    """annotations to apply to every object the operator creates for the operand and to
+    every pod template: at most 20, not in the reserved domains kubernetes.io, k8s.io,
+    openshift.io (and their subdomains) nor under the operator's own prefixes
+    (cert-manager.io/, external-secrets.io/, external-secrets-operator.io/). An annotation
+    removed from this map is removed from the objects. Default: none."""
+
+    component_configs: Annotated[
+        list[ComponentConfig] | None,
+        Field(min_length=0, max_length=4),
+        Schema(list_type="map", list_map_keys=("componentName",)),
+    ] = None
+    """componentConfigs are per-component settings (replicas, scheduling, resources,
+    environment, controller tuning), one entry per componentName; each wins over appConfig
+    and globalConfig for its component. Default: none."""
 
 
 class ExternalSecretsConfigSpec(ApiModel):

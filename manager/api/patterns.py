@@ -50,3 +50,33 @@ def is_reserved_label_key(key: str) -> bool:
 
 def is_shared_namespace(namespace: str) -> bool:
     return namespace in SHARED_NAMESPACES or namespace.startswith(SYSTEM_NAMESPACE_PREFIXES)
+
+# Annotation keys an administrator may not set on the operand's objects: the platform's own
+# domains (and their subdomains), and the prefixes the operator and cert-manager's CA
+# injector write themselves.
+RESERVED_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io", "openshift.io")
+OPERATOR_ANNOTATION_PREFIXES = ("cert-manager.io/", "external-secrets.io/",
+                                "external-secrets-operator.io/")
+RESERVED_ANNOTATION_KEY = "|".join(
+    [rf"([^/]*\.)?{re.escape(domain)}/.*" for domain in RESERVED_ANNOTATION_DOMAINS]
+    + [f"{re.escape(prefix)}.*" for prefix in OPERATOR_ANNOTATION_PREFIXES])
+
+# Environment variables the operator or the platform sets in operand containers: overrideEnv
+# may not name them (the proxy variables come from the proxy settings, the CA variables from
+# trustedCABundle).
+RESERVED_ENV_PREFIXES = ("HOSTNAME", "KUBERNETES_", "EXTERNAL_SECRETS_")
+RESERVED_ENV_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                      "no_proxy", "SSL_CERT_DIR", "SSL_CERT_FILE")
+RESERVED_ENV_NAME = "|".join(
+    [f"{re.escape(prefix)}.*" for prefix in RESERVED_ENV_PREFIXES]
+    + [re.escape(name) for name in RESERVED_ENV_NAMES])
+# A ConfigMap data key (IsConfigMapKey).
+CONFIGMAP_KEY = r"[-._a-zA-Z0-9]+"
+
+
+def is_reserved_annotation_key(key: str) -> bool:
+    return matches(RESERVED_ANNOTATION_KEY, key)
+
+
+def is_reserved_env_name(name: str) -> bool:
+    return matches(RESERVED_ENV_NAME, name)

@@ -413,3 +413,118 @@ USER_LABEL_KEYS = (
         ),
     ),
 )
+
+# --- administrator knobs (issue 15): annotations, componentConfigs, webhook, trusted CA -----
+
+_RESERVED_ANNOTATION_KEY = patterns.cel(patterns.RESERVED_ANNOTATION_KEY)
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{item}'" for item in items) + "]"
+
+_CONFIGMAP_KEY = patterns.cel(patterns.CONFIGMAP_KEY)
+
+# The reference operator's C3-C7, with the operator's own prefixes added to C7's.
+ANNOTATION_KEYS = (
+    Rule(
+        rule=f"self.all(key, key.matches('{_LABEL_KEY}'))",
+        message=(
+            "Annotation keys must consist of alphanumeric characters, '-', '_' or '.', starting "
+            "and ending with alphanumeric, with an optional lowercase DNS subdomain prefix and "
+            "'/' (e.g., 'my-key' or 'example.com/my-key')"
+        ),
+        origin="added",
+        note="The reference operator's rule (C3); the API server refuses such keys anyway.",
+    ),
+    Rule(
+        rule="self.all(key, !key.contains('/') || key.split('/')[0].size() <= 253)",
+        message="Annotation key prefix (DNS subdomain) must be no more than 253 characters",
+        origin="added", note="The reference operator's rule (C4).",
+    ),
+    Rule(
+        rule=("self.all(key, key.contains('/') ? key.split('/')[1].size() <= 63 "
+              ": key.size() <= 63)"),
+        message="Annotation key name part must be no more than 63 characters",
+        origin="added", note="The reference operator's rule (C5).",
+    ),
+    Rule(
+        rule=f"self.all(key, !key.matches('{_RESERVED_ANNOTATION_KEY}'))",
+        message=(
+            "Annotation keys containing reserved domains 'kubernetes.io/', 'openshift.io/', "
+            "'k8s.io/' (including subdomains like '*.kubernetes.io/') or the operator's own "
+            "prefixes 'cert-manager.io/', 'external-secrets.io/', "
+            "'external-secrets-operator.io/' are not allowed"
+        ),
+        origin="added",
+        note=("The reference operator's C6 and C7 in one rule, plus the prefixes the operator "
+              "writes itself (cert-manager.io/inject-ca-from)."),
+    ),
+)
+
+OVERRIDE_ENV = (
+    Rule(
+        rule=(f"self.all(e, !{_cel_list(patterns.RESERVED_ENV_PREFIXES)}.exists(p, "
+              f"e.name.startsWith(p)) && !(e.name in {_cel_list(patterns.RESERVED_ENV_NAMES)}))"),
+        message=(
+            "Environment variable names with reserved prefixes 'HOSTNAME', 'KUBERNETES_', "
+            "'EXTERNAL_SECRETS_', and the names the operator sets (HTTP_PROXY, HTTPS_PROXY, "
+            "NO_PROXY and their lowercase forms: use proxy; SSL_CERT_DIR, SSL_CERT_FILE: use "
+            "trustedCABundle) are not allowed"
+        ),
+        origin="added",
+        note="The reference operator's C9, plus the variables the operator sets itself.",
+    ),
+)
+
+_PDB = "self.deploymentConfigs.podDisruptionBudget"
+COMPONENT_CONFIG = (
+    Rule(
+        rule="!has(self.tuning) || self.componentName == 'ExternalSecretsCoreController'",
+        message="tuning can only be set for componentName ExternalSecretsCoreController",
+        origin="added", note="The tuning flags are the core controller's.",
+    ),
+    Rule(
+        rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
+              f"!has({_PDB}.minAvailable) || !has(self.deploymentConfigs.replicas) || "
+              f"{_PDB}.minAvailable < self.deploymentConfigs.replicas"),
+        message=("podDisruptionBudget.minAvailable must be lower than replicas, or no pod "
+                 "could ever be evicted (node drains would hang)"),
+        origin="added", note="A budget that allows no eviction blocks every node drain.",
+    ),
+)
+
+DEPLOYMENT_CONFIG = (
+    Rule(
+        rule="!has(self.manageReplicas) || self.manageReplicas == 'true' || !has(self.replicas)",
+        message=("replicas cannot be set when manageReplicas is 'false' (the replicas are then "
+                 "left to a HorizontalPodAutoscaler or kubectl scale)"),
+        origin="added", note="The two say opposite things about who sets replicas.",
+    ),
+)
+
+POD_DISRUPTION_BUDGET = (
+    Rule(
+        rule="has(self.maxUnavailable) != has(self.minAvailable)",
+        message="set exactly one of maxUnavailable and minAvailable",
+        origin="added", note="A PodDisruptionBudget takes one or the other.",
+    ),
+)
+
+TUNING = (
+    Rule(
+        rule=("!has(self.clientQPS) || !has(self.clientBurst) || "
+              "self.clientBurst >= self.clientQPS"),
+        message="clientBurst must be at least clientQPS",
+        origin="added", note="A burst below the steady rate has no effect on client-go's limiter.",
+    ),
+)
+
+CONFIGMAP_KEY = (
+    Rule(
+        rule=f"self.matches('{_CONFIGMAP_KEY}')",
+        message="must be a ConfigMap key: alphanumeric characters, '-', '_' or '.'",
+        origin="added", note="A key no ConfigMap can hold could never be mounted.",
+    ),
+)
+
+PRIORITY_CLASS_NAME = OBJECT_NAME

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from manager.apply.discovery import Discovery
-from manager.config import ESC_APP, EffectiveConfig
+from manager.config import ESC_APP, EffectiveConfig, TrustedCA
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL
 from manager.controllers.watches import WatchSpec
 from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
@@ -65,6 +65,30 @@ class Preflight:
             await self._check_cert_manager(config)
         if config.bitwarden.enabled and not config.bitwarden.issue_certificate:
             await self._check_bitwarden_secret(config)
+        if config.trusted_ca is not None:
+            await self._check_trusted_ca(config.trusted_ca, config.namespace)
+
+    async def _check_trusted_ca(self, trusted_ca: TrustedCA, namespace: str) -> None:
+        """The ConfigMap of appConfig.trustedCABundle, with its key: without it the
+        controller's new pods could never start (their volume cannot be mounted)."""
+        name, key = trusted_ca.config_map_name, trusted_ca.key
+        field = f"{ESC_APP}.trustedCABundle"
+        found = await self.kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        if found is None:
+            raise MissingDependencyError(
+                "TrustedCABundleNotFound", f"{field}.configMapName",
+                f'ConfigMap "{name}" not found in namespace "{namespace}". Create it with the '
+                f'PEM certificates under the key "{key}", or remove trustedCABundle; until then '
+                "nothing is changed and the operand keeps running as it is",
+                subject=f"ConfigMap {namespace}/{name}",
+                inspect=f"kubectl get configmaps -n {namespace}")
+        if key not in (found.get("data") or {}):
+            raise MissingDependencyError(
+                "TrustedCABundleInvalid", f"{field}.key",
+                f'ConfigMap "{name}" in namespace "{namespace}" has no key "{key}". Put the PEM '
+                "certificates there, or set key to the one that holds them",
+                subject=f"ConfigMap {namespace}/{name}",
+                inspect=f"kubectl describe configmap -n {namespace} {name}")
 
     async def _check_operand_crds(self) -> None:
         """The operand's controller exits at start without its own CRDs; say so plainly."""
@@ -189,6 +213,9 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     if config.operating_namespace is not None:
         specs.add(WatchSpec("v1", "Namespace",
                             field_selector=f"metadata.name={config.operating_namespace}"))
+    if config.trusted_ca is not None:
+        specs.add(WatchSpec("v1", "ConfigMap", config.namespace, any_change=True,
+                            field_selector=f"metadata.name={config.trusted_ca.config_map_name}"))
     bitwarden = config.bitwarden
     if bitwarden.enabled and not bitwarden.issue_certificate:
         specs.add(WatchSpec("v1", "Secret", config.namespace,

@@ -9,7 +9,9 @@ of `context.template_context`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from manager.config import EffectiveConfig
 from manager.render.components import COMPONENTS, enabled_components
@@ -30,7 +32,29 @@ def render_operand(config: EffectiveConfig) -> DesiredState:
     """Render every object of every enabled component."""
     components = {}
     for component in enabled_components(config):
-        components[component] = tuple(render_template(name, context)
-                                      for context in component_contexts(config, component)
-                                      for name in component_templates(component))
+        components[component] = tuple(
+            annotated(render_template(name, context), config.annotations)
+            for context in component_contexts(config, component)
+            for name in component_templates(component))
     return DesiredState(namespace=config.namespace, components=MappingProxyType(components))
+
+
+def annotated(obj: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    """`obj` with the administrator's annotations (controllerConfig.annotations) on its
+    metadata and, for a Deployment, on its pod template; the template's own annotations
+    (cert-manager's inject-ca-from) win, though the CRD already keeps their keys apart. An
+    object without them is returned unchanged: no empty `annotations` appears."""
+    if not annotations:
+        return obj
+
+    def with_annotations(metadata: Mapping[str, Any]) -> dict[str, Any]:
+        return {**metadata, "annotations": {**annotations, **(metadata.get("annotations")
+                                                              or {})}}
+
+    result = {**obj, "metadata": with_annotations(obj["metadata"])}
+    if obj.get("kind") == "Deployment":
+        spec = obj["spec"]
+        template = spec["template"]
+        result["spec"] = {**spec, "template": {
+            **template, "metadata": with_annotations(template.get("metadata") or {})}}
+    return result

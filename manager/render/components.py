@@ -30,13 +30,15 @@ together; the controller prunes managed objects of a disabled component.
                            config (controller; bitwarden-sdk-server while
                            it is on): the default or the declared ones
     proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
+    disruption-budget      one PodDisruptionBudget per Deployment that      a workload has more
+                           runs more than one replica (or asks for one)     than one replica
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from manager.config import EffectiveConfig
+from manager.config import EffectiveConfig, Workload
 
 NAMESPACE: Final = "namespace"
 CONTROLLER: Final = "controller"
@@ -50,11 +52,13 @@ BITWARDEN_CERTIFICATE: Final = "bitwarden-certificate"
 NETWORK_POLICY: Final = "network-policy"
 PROVIDER_EGRESS: Final = "provider-egress"
 PROXY_CA: Final = "proxy-ca"
+DISRUPTION_BUDGET: Final = "disruption-budget"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
                      WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
-                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA)
+                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA,
+                     DISRUPTION_BUDGET)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -74,7 +78,23 @@ APP_NAMES: Final = {
     NETWORK_POLICY: CONTROLLER_APP,
     PROVIDER_EGRESS: CONTROLLER_APP,  # each policy takes the labels of its own component
     PROXY_CA: CONTROLLER_APP,
+    DISRUPTION_BUDGET: CONTROLLER_APP,  # each budget takes the labels of its own component
 }
+
+# The component of each workload's Deployment, and back.
+WORKLOAD_COMPONENTS: Final[dict[Workload, str]] = {
+    "controller": CONTROLLER, "webhook": WEBHOOK, "cert-controller": CERT_CONTROLLER,
+    "bitwarden": BITWARDEN}
+COMPONENT_WORKLOADS: Final[dict[str, Workload]] = {
+    component: workload for workload, component in WORKLOAD_COMPONENTS.items()}
+
+
+def budgeted_workloads(config: EffectiveConfig,
+                       enabled: frozenset[str] | set[str]) -> tuple[Workload, ...]:
+    """The running workloads that get a PodDisruptionBudget."""
+    return tuple(workload for workload, component in WORKLOAD_COMPONENTS.items()
+                 if component in enabled
+                 and config.workloads[workload].disruption_budget is not None)
 
 
 def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
@@ -90,4 +110,6 @@ def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
             enabled.add(BITWARDEN_CERTIFICATE)
     if config.proxy is not None:
         enabled.add(PROXY_CA)
+    if budgeted_workloads(config, enabled):
+        enabled.add(DISRUPTION_BUDGET)
     return tuple(component for component in COMPONENTS if component in enabled)

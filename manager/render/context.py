@@ -10,15 +10,19 @@ manifests/operand/README.md):
     webhook.{check_interval, certificate_secret, annotations, ca_bundle},
     cert_manager.{issuer_ref, duration, renew_before},
     bitwarden.{tls_secret_name},
-    pod.{security_context, node_selector, affinity, tolerations, extra_volumes},
-    container.{security_context, resources, env, extra_volume_mounts}
+    pod.{security_context, node_selector, affinity, tolerations, topology_spread_constraints,
+         priority_class_name, extra_volumes},
+    container.{security_context, resources, env, extra_volume_mounts},
+    deployment.{replicas, revision_history_limit, leader_election},
+    controller_args (the controller's tuning flags), concurrent,
+    disruption_budget.{name, max_unavailable, min_available} (disruption-budget only)
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from manager.config import EffectiveConfig, ProxySettings
+from manager.config import EffectiveConfig, ProxySettings, WorkloadSettings
 from manager.render import labels
 from manager.render.components import (
     APP_NAMES,
@@ -26,10 +30,14 @@ from manager.render.components import (
     BITWARDEN_APP,
     BITWARDEN_CERTIFICATE,
     CERT_CONTROLLER_APP,
+    COMPONENT_WORKLOADS,
     CONTROLLER,
     CONTROLLER_APP,
+    DISRUPTION_BUDGET,
     PROVIDER_EGRESS,
     WEBHOOK_APP,
+    WORKLOAD_COMPONENTS,
+    budgeted_workloads,
 )
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
@@ -63,6 +71,24 @@ TRUSTED_CA_VOLUME: Final = "trusted-ca-bundle"
 TRUSTED_CA_MOUNT_PATH: Final = "/etc/pki/tls/certs"
 PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
+# appConfig.trustedCABundle: the administrator's ConfigMap, mounted where SSL_CERT_DIR points.
+# Go's crypto/x509 (the controller) loads the first system bundle file it finds and then every
+# file of each SSL_CERT_DIR directory; setting the variable replaces the default directories,
+# so they are listed too (the proxy's trusted CA bundle is mounted at /etc/pki/tls/certs).
+USER_CA_VOLUME: Final = "trusted-ca-user"
+USER_CA_MOUNT_PATH: Final = "/etc/external-secrets/trusted-ca"
+USER_CA_FILE: Final = "ca-bundle.crt"
+SYSTEM_CERT_DIRECTORIES: Final = ("/etc/ssl/certs", "/etc/pki/tls/certs")
+USER_CA_ENV: Final = {"name": "SSL_CERT_DIR",
+                      "value": ":".join((*SYSTEM_CERT_DIRECTORIES, USER_CA_MOUNT_PATH))}
+# The workloads that call the secret providers, and so get the trusted CA bundle.
+CALLING_OUT: Final = frozenset({"controller", "bitwarden"})
+
+# The Deployment names (also the PodDisruptionBudgets').
+DEPLOYMENT_NAMES: Final = {"controller": "external-secrets", "webhook": "external-secrets-webhook",
+                           "cert-controller": "external-secrets-cert-controller",
+                           "bitwarden": "bitwarden-sdk-server"}
+
 
 def operand_log_level(level: int) -> str:
     """The --loglevel flag value of the operand for a spec logLevel (1-5)."""
@@ -89,9 +115,60 @@ def _component_version(config: EffectiveConfig, component: str) -> str:
     return config.versions.external_secrets
 
 
+def merged_env(base: list[dict[str, Any]],
+               overrides: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """`base` with each override replacing the variable of its name, else appended."""
+    names = {item["name"]: index for index, item in enumerate(base)}
+    merged = list(base)
+    for variable in overrides:
+        if variable["name"] in names:
+            merged[names[variable["name"]]] = dict(variable)
+        else:
+            names[variable["name"]] = len(merged)
+            merged.append(dict(variable))
+    return merged
+
+
+def controller_args(config: EffectiveConfig) -> list[str]:
+    """The controller's tuning flags, after the flags it always gets (--concurrent is one)."""
+    tuning = config.controller_tuning
+    args = []
+    if tuning.client_qps is not None:
+        args.append(f"--client-qps={tuning.client_qps}")
+    if tuning.client_burst is not None:
+        args.append(f"--client-burst={tuning.client_burst}")
+    for flag, value in (("--enable-secrets-caching", tuning.enable_secrets_caching),
+                        ("--enable-configmaps-caching", tuning.enable_configmaps_caching),
+                        ("--enable-managed-secrets-caching",
+                         tuning.enable_managed_secrets_caching)):
+        if value is not None:
+            args.append(f"{flag}={str(value).lower()}")
+    if tuning.store_requeue_interval is not None:
+        args.append(f"--store-requeue-interval={tuning.store_requeue_interval}")
+    return args
+
+
+def _spread_across_nodes(selector: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+             "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector}}]
+
+
 def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str, Any]]:
     """The contexts a component's templates render with: one, except for provider-egress,
-    which renders its template once per egress policy, as the policy's own component."""
+    which renders its template once per egress policy, as the policy's own component, and
+    disruption-budget, once per workload with a budget, as that workload's component."""
+    if component == DISRUPTION_BUDGET:
+        enabled = set(WORKLOAD_COMPONENTS.values())
+        contexts = []
+        for workload in budgeted_workloads(config, enabled):
+            budget = config.workloads[workload].disruption_budget
+            assert budget is not None  # budgeted_workloads says so
+            contexts.append({
+                **template_context(config, WORKLOAD_COMPONENTS[workload]),
+                "disruption_budget": {"name": DEPLOYMENT_NAMES[workload],
+                                      "max_unavailable": budget.max_unavailable,
+                                      "min_available": budget.min_available}})
+        return contexts
     if component != PROVIDER_EGRESS:
         return [template_context(config, component)]
     owners = {"controller": CONTROLLER, "bitwarden": BITWARDEN}
@@ -105,11 +182,18 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
     app_name = APP_NAMES[component]
     proxied = config.proxy is not None
     cert_manager = config.cert_manager
+    workload_name = COMPONENT_WORKLOADS.get(component)
+    workload = (config.workloads[workload_name] if workload_name is not None
+                else WorkloadSettings(resources=config.resources, affinity=config.affinity,
+                                      tolerations=config.tolerations,
+                                      node_selector=config.node_selector))
+    trusted_ca = config.trusted_ca if workload_name in CALLING_OUT else None
+    selector = labels.selector_labels(app_name)
     return {
         "namespace": config.namespace,
         "labels": labels.object_labels(config.labels, app_name,
                                        _component_version(config, component)),
-        "selector": labels.selector_labels(app_name),
+        "selector": selector,
         "policy_selector": labels.policy_selector(app_name),
         "controller_policy_selector": labels.policy_selector(CONTROLLER_APP),
         "operand_pods_selector": labels.policy_selector(
@@ -131,6 +215,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             ),
             "ca_bundle": cert_manager.ca_bundle if cert_manager.operator_fills_ca_bundle
             else None,
+            "failure_policy": config.webhook.failure_policy,
+            "timeout_seconds": config.webhook.timeout_seconds,
         },
         "cert_manager": {
             "issuer_ref": {"name": cert_manager.issuer_name, "kind": cert_manager.issuer_kind,
@@ -139,21 +225,39 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             "renew_before": cert_manager.renew_before,
         },
         "bitwarden": {"tls_secret_name": config.bitwarden.tls_secret_name},
+        "deployment": {
+            "replicas": workload.replicas,
+            "revision_history_limit": workload.revision_history_limit,
+            "leader_election": workload.replicas is None or workload.replicas > 1,
+        },
+        "concurrent": config.controller_tuning.concurrent,
+        "controller_args": controller_args(config),
         "pod": {
             "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
-            "node_selector": config.node_selector,
-            "affinity": config.affinity,
-            "tolerations": config.tolerations,
+            "node_selector": workload.node_selector,
+            "affinity": workload.affinity,
+            "tolerations": workload.tolerations,
+            "topology_spread_constraints": (
+                workload.topology_spread_constraints
+                or (_spread_across_nodes(selector) if workload.spread_across_nodes else None)),
+            "priority_class_name": workload.priority_class_name,
             "extra_volumes": ([{"name": TRUSTED_CA_VOLUME,
                                 "configMap": {"name": TRUSTED_CA_CONFIGMAP}}]
-                              if proxied else []),
+                              if proxied else [])
+            + ([{"name": USER_CA_VOLUME,
+                 "configMap": {"name": trusted_ca.config_map_name,
+                               "items": [{"key": trusted_ca.key, "path": USER_CA_FILE}]}}]
+               if trusted_ca else []),
         },
         "container": {
             "security_context": RESTRICTED_CONTAINER_SECURITY_CONTEXT,
-            "resources": config.resources,
-            "env": proxy_env(config.proxy),
+            "resources": workload.resources,
+            "env": merged_env(proxy_env(config.proxy) + ([USER_CA_ENV] if trusted_ca else []),
+                              workload.override_env),
             "extra_volume_mounts": ([{"name": TRUSTED_CA_VOLUME,
                                       "mountPath": TRUSTED_CA_MOUNT_PATH, "readOnly": True}]
-                                    if proxied else []),
+                                    if proxied else [])
+            + ([{"name": USER_CA_VOLUME, "mountPath": USER_CA_MOUNT_PATH, "readOnly": True}]
+               if trusted_ca else []),
         },
     }

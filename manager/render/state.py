@@ -21,6 +21,7 @@ APPLY_ORDER: Final = (
     "Certificate",
     "Service",
     "Deployment",
+    "PodDisruptionBudget",
     "NetworkPolicy",
     "ValidatingWebhookConfiguration",
 )

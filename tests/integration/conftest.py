@@ -74,6 +74,7 @@ SCENARIO_NAMESPACES = {
     "management": "eso-it-management",
     "plan": "eso-it-plan",
     "shadowed": "eso-it-shadowed",
+    "knobs": "eso-it-knobs",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

@@ -35,6 +35,13 @@ SPECS: tuple[dict[str, Any], ...] = (
     {},
     {"appConfig": {"operatingNamespace": "team-a", "logLevel": 5}},
     {"appConfig": {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}},
+    # componentConfigs: every tuning flag, and the cert-controller's leader election.
+    {"controllerConfig": {"componentConfigs": [
+        {"componentName": "ExternalSecretsCoreController",
+         "tuning": {"concurrent": 4, "clientQPS": 100, "clientBurst": 200,
+                    "enableSecretsCaching": "true", "enableConfigMapsCaching": "true",
+                    "enableManagedSecretsCaching": "false", "storeRequeueInterval": "90s"}},
+        {"componentName": "CertController", "deploymentConfigs": {"replicas": 2}}]}},
 )
 
 
@@ -81,7 +88,9 @@ def help_flags(binary: Path, command: str) -> set[str]:
 def rendered() -> dict[str, set[str]]:
     flags = rendered_flags()
     assert set(flags) == {"", "webhook", "certcontroller"}, flags
-    assert {"namespace", "enable-cluster-store-reconciler"} <= flags[""]
+    assert {"namespace", "enable-cluster-store-reconciler", "client-qps",
+            "store-requeue-interval"} <= flags[""]
+    assert "enable-leader-election" in flags["certcontroller"]
     return flags
 
 

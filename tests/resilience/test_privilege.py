@@ -130,6 +130,8 @@ def stale_objects(namespace: str) -> list[dict[str, Any]]:
         "Service": {"spec": {"ports": [{"port": 80}]}},
         "Deployment": {"spec": {"selector": {"matchLabels": {"stale": "yes"}}, "template": pod}},
         "NetworkPolicy": {"spec": {"podSelector": {}}},
+        "PodDisruptionBudget": {"spec": {"maxUnavailable": 1,
+                                         "selector": {"matchLabels": {"stale": "yes"}}}},
         "Role": {"rules": []}, "ClusterRole": {"rules": []},
         "RoleBinding": {"roleRef": role_ref, "subjects": []},
         "ClusterRoleBinding": {"roleRef": role_ref, "subjects": []},
@@ -161,7 +163,11 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     # get, list, watch of every default kind).
     tls_secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/resilience-bitwarden-tls"
     proxy = {"httpProxy": "http://proxy.invalid:3128"}
-    spec: dict[str, Any] = {"controllerConfig": {"namespace": NAMESPACE}, "appConfig": {
+    # Two webhook replicas: a PodDisruptionBudget (create, patch, get poddisruptionbudgets).
+    webhook_pair = [{"componentName": "Webhook", "deploymentConfigs": {"replicas": 2}}]
+    spec: dict[str, Any] = {"controllerConfig": {"namespace": NAMESPACE,
+                                                 "componentConfigs": webhook_pair},
+                            "appConfig": {
         "proxy": proxy, "bitwardenSecretManagerProvider": {
             "enabled": "true", "secretRef": {"name": "resilience-bitwarden-tls"}}}}
     await esc.create(spec)

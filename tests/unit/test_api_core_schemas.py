@@ -53,6 +53,11 @@ COMPONENTS: dict[str, Any] = {
     },
     "Node": {"description": "type description", "type": "object",
              "x-kubernetes-map-type": "atomic", "properties": {"x": {"type": "string"}}},
+    "io.k8s.api.core.v1.EnvVar": {"type": "object", "required": ["name"],
+                                  "properties": {"name": {"type": "string"}}},
+    "io.k8s.api.core.v1.TopologySpreadConstraint": {
+        "type": "object", "required": ["maxSkew"],
+        "properties": {"maxSkew": {"type": "integer", "format": "int32"}}},
 }
 
 
@@ -74,8 +79,8 @@ def test_extract_resolves_references_and_drops_what_crds_forbid() -> None:
     assert snapshot["kubernetesVersion"] == "v9.9.9"
     assert snapshot["sources"] == ["/openapi/v3/api/v1", "/openapi/v3/apis/networking.k8s.io/v1"]
     schemas = snapshot["schemas"]
-    assert set(schemas) == {"Affinity", "ResourceRequirements", "Toleration",
-                            "NetworkPolicyEgressRule"}
+    assert set(schemas) == {"Affinity", "EnvVar", "ResourceRequirements", "Toleration",
+                            "TopologySpreadConstraint", "NetworkPolicyEgressRule"}
     port = schemas["NetworkPolicyEgressRule"]["properties"]["ports"]["items"]["properties"]["port"]
     assert port == core_schemas.int_or_string_schema(None)
     assert schemas["Toleration"]["properties"]["operator"] == {

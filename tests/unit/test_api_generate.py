@@ -252,7 +252,8 @@ def _spec_fields(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str,
     found = []
     for name, child in (schema.get("properties") or {}).items():
         found.append((f"{path}.{name}", child))
-        if name in ("resources", "affinity", "tolerations", "egress"):
+        if name in ("resources", "affinity", "tolerations", "egress", "overrideEnv",
+                    "topologySpreadConstraints"):
             continue
         items = child.get("items") if child.get("type") == "array" else None
         found.extend(_spec_fields(items or child, f"{path}.{name}"))

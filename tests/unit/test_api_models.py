@@ -37,7 +37,8 @@ ACCEPTED = [c for c in CASES if c.expected is not None]
 STRUCTURAL_ERRORS = ("Too long", "Too many", "should be at least", "Unsupported value",
                      "Required value", "greater than or equal", "less than or equal")
 # Inside these core/v1 fields Python holds plain dicts; only the API server validates them.
-INSIDE_CORE_FIELDS = (".resources.", ".affinity.", ".tolerations[")
+INSIDE_CORE_FIELDS = (".resources.", ".affinity.", ".tolerations[", ".overrideEnv[",
+                      ".topologySpreadConstraints[")
 
 
 def _structural_outside_core(case: Case) -> bool:
