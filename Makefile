@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NETNS_RUN := hack/netns-run.sh
 # The simulated cluster (devcluster/) is development tooling, not part of the package.
-DEVCLUSTER := PYTHONPATH=$(CURDIR) $(PY) -m devcluster
+DEVCLUSTER := env PYTHONPATH=$(CURDIR) $(PY) -m devcluster
 PYTEST_ARGS ?=
 ESC ?= samples/esc-default.yaml
 IMG ?= quay.io/external-secrets-operator/external-secrets-operator:v$(shell sed -nE 's/^__version__ = "(.*)"/\1/p' manager/__init__.py)

@@ -295,32 +295,7 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
         "bench": label}}}}, field_manager="bench")
     figures.add("reconfigure_s", await seconds_until(labelled))
 
-    # Administrator knobs (issue 15): an annotation onto every object; the webhook scaled to 3
-    # (PodDisruptionBudget created) and back to 1 (pruned).
-    async def annotated() -> bool:
-        objects = await bench.managed_objects(namespace)
-        return len(objects) >= expected and all(
-            o["metadata"].get("annotations", {}).get("example.com/bench") == label
-            for o in objects if o["kind"] != "Namespace")
-
-    await bench.kube.merge_patch(ESC_PATH, {"spec": {"controllerConfig": {
-        "annotations": {"example.com/bench": label}}}}, field_manager="bench")
-    figures.add("annotate_s", await wait_until(annotated))
-
-    budget = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/external-secrets-webhook"
-
-    def webhook_replicas(replicas: int) -> dict[str, Any]:
-        return {"spec": {"controllerConfig": {"componentConfigs": [
-            {"componentName": "Webhook", "deploymentConfigs": {"replicas": replicas}}]}}}
-
-    async def budget_is(present: bool) -> bool:
-        return (await bench.kube.get(budget) is not None) == present
-
-    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(3), field_manager="bench")
-    figures.add("scale_up_s", await wait_until(lambda: budget_is(True)))
-    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(1), field_manager="bench")
-    figures.add("scale_down_s", await wait_until(lambda: budget_is(False)))
-    await wait_until(bench.ready, timeout=180)
+    await _measure_knobs(session, namespace, expected, label)
 
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets"
     old = await bench.kube.request("GET", deployment)
@@ -350,6 +325,37 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
     await bench.create_unrelated(run, args.unrelated)
     await asyncio.sleep(5)
     figures.add("rss_after_unrelated_mb", operator.rss_mb())
+
+
+async def _measure_knobs(session: Session, namespace: str, expected: int, label: str) -> None:
+    """Administrator knobs (issue 15): an annotation onto every object; the webhook scaled to
+    3 (PodDisruptionBudget created) and back to 1 (pruned)."""
+    bench, figures = session.bench, session.figures
+
+    async def annotated() -> bool:
+        objects = await bench.managed_objects(namespace)
+        return len(objects) >= expected and all(
+            o["metadata"].get("annotations", {}).get("example.com/bench") == label
+            for o in objects if o["kind"] != "Namespace")
+
+    await bench.kube.merge_patch(ESC_PATH, {"spec": {"controllerConfig": {
+        "annotations": {"example.com/bench": label}}}}, field_manager="bench")
+    figures.add("annotate_s", await seconds_until(annotated))
+
+    budget = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/external-secrets-webhook"
+
+    def webhook_replicas(replicas: int) -> dict[str, Any]:
+        return {"spec": {"controllerConfig": {"componentConfigs": [
+            {"componentName": "Webhook", "deploymentConfigs": {"replicas": replicas}}]}}}
+
+    async def budget_is(present: bool) -> bool:
+        return (await bench.kube.get(budget) is not None) == present
+
+    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(3), field_manager="bench")
+    figures.add("scale_up_s", await seconds_until(lambda: budget_is(True)))
+    await bench.kube.merge_patch(ESC_PATH, webhook_replicas(1), field_manager="bench")
+    figures.add("scale_down_s", await seconds_until(lambda: budget_is(False)))
+    await seconds_until(bench.ready, timeout=180)
 
 
 async def _converged_pass(session: Session, operator: OperatorProcess) -> int:
