@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from manager import metrics
 from manager.credentials import Credentials, CredentialsError, load_credentials
 
 JsonObject = dict[str, Any]
@@ -111,6 +112,7 @@ class Kube:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
         data = None if body is None else json.dumps(body).encode()
+        metrics.record_request(method, path, content_type, query)
         for attempt in (1, 2):
             headers = {"Accept": accept}
             if data is not None:
@@ -125,6 +127,7 @@ class Kube:
                     proxy=self.credentials.proxy, timeout=timeout,
                     server_hostname=self.credentials.tls_server_name)
             except (TimeoutError, aiohttp.ClientError, OSError, CredentialsError) as error:
+                metrics.record_error(0)
                 raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                                method, path) from error
             if response.status == 401 and attempt == 1:
@@ -153,9 +156,11 @@ class Kube:
             async with response:
                 data = await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            metrics.record_error(0)
             raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                            method, path) from error
         if not 200 <= response.status <= 299:
+            metrics.record_error(response.status)
             raise _api_error(response.status, data, method, path)
         if not data:
             return {}
@@ -227,16 +232,19 @@ class Kube:
                                     timeout=timeout)
         async with response:
             if response.status != 200:
+                metrics.record_error(response.status)
                 raise _api_error(response.status, await response.read(), "WATCH", path)
             try:
                 async for line in _lines(response.content):
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object", {})
+                        metrics.record_error(int(status.get("code") or 500))
                         raise ApiError(int(status.get("code") or 500), status.get("reason", ""),
                                        status.get("message", ""), "WATCH", path)
                     yield WatchEvent(event["type"], event["object"])
             except (TimeoutError, aiohttp.ClientError) as error:
+                metrics.record_error(0)
                 raise ApiError(0, type(error).__name__, str(error) or "stream broken",
                                "WATCH", path) from error
 

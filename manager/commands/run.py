@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
+from manager.metrics import DEFAULT_METRICS_ADDR
 
 ENVIRONMENT = """\
 environment variables it reads (OLM's Deployment sets them; none is required):
@@ -49,6 +50,9 @@ def register(subparsers: Any) -> None:
                         "in-cluster service account)")
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--metrics-addr", metavar="ADDR", default=DEFAULT_METRICS_ADDR,
+                        help="serve Prometheus metrics at http://ADDR/metrics, HOST:PORT or "
+                        ":PORT; 'off' serves none (default: %(default)s)")
     parser.add_argument("--resync-seconds", type=float, default=DEFAULT_RESYNC_SECONDS,
                         help="periodic full reconcile, a safety net against missed events "
                         "(default: %(default)s)")
@@ -62,4 +66,5 @@ def run(args: argparse.Namespace) -> int:
 
     return run_operator(kubeconfig=args.kubeconfig,
                         liveness_endpoint=args.liveness, verbose=args.verbose,
-                        resync_seconds=args.resync_seconds)
+                        resync_seconds=args.resync_seconds,
+                        metrics_addr=None if args.metrics_addr == "off" else args.metrics_addr)

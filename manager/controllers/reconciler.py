@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from manager import __version__
+from manager import __version__, metrics
 from manager.apply import (
     MANAGED_SELECTOR,
     Action,
@@ -174,6 +174,7 @@ class Reconciler:
         await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
         await self._write_esm_status(esm, esc, outcome, annotator, config)
         await self._post_events(esc, outcome, writes, config, cause)
+        metrics.record_writes((result.action.value, result.ref.kind) for result in writes)
         return PassReport(outcome, self._watches, writes, isinstance(annotator, ApiError))
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
@@ -222,6 +223,7 @@ class Reconciler:
             left = await plan_uninstall(self.kube, namespaces=False)
         except ApiError as error:
             return failed_outcome(error)
+        metrics.record_managed(())
         return removal_outcome(report, left)
 
     async def ensure_esm(self) -> JsonObject:
@@ -271,6 +273,7 @@ class Reconciler:
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
             await self._prune(desired, writes, held)
+            metrics.record_managed(str(obj["kind"]) for obj in desired.objects())
         except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
                 ObjectError, ApiError) as problem:
             self._forget_apis(problem)
@@ -389,6 +392,8 @@ class Reconciler:
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
                                 fields: Mapping[str, object]) -> None:
+        metrics.record_conditions("ExternalSecretsConfig", "",
+                                  ((c.type, c.status) for c in outcome.conditions()))
         patch = status.esc_status_update(esc.get("status") or {}, outcome,
                                          esc["metadata"].get("generation"), fields,
                                          now_rfc3339())
@@ -414,6 +419,9 @@ class Reconciler:
         await self._patch_esm_status(esm, states)
 
     async def _patch_esm_status(self, esm: JsonObject, states: Sequence[ControllerState]) -> None:
+        for state in states:
+            metrics.record_conditions("ExternalSecretsManager", state.name,
+                                      ((c.type, c.status) for c in state.conditions))
         patch = status.esm_status_update(esm.get("status") or {}, states, now_rfc3339())
         if patch is None:
             return

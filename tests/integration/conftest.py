@@ -73,6 +73,8 @@ SCENARIO_NAMESPACES = {
     "management": "eso-it-management",
     "plan": "eso-it-plan",
     "shadowed": "eso-it-shadowed",
+    "metrics": "eso-it-metrics",
+    "monitoring": "eso-it-monitoring",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 
