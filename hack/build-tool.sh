@@ -5,6 +5,7 @@
 #   hack/build-tool.sh kwok               kwok (the simulated nodes and pods)
 #   hack/build-tool.sh external-secrets   the operand's binary, at the simulation's pin
 #   hack/build-tool.sh cert-manager       cert-manager's controller, webhook and cainjector
+#   hack/build-tool.sh promtool           Prometheus' promtool (check and test alerting rules)
 #
 # Pins come from manager/versions.py. The wrapper module requires the tool's module and
 # copies every replace directive of the tool's own go.mod that points at a published
@@ -39,7 +40,13 @@ recipe() {
                 "$MODULE/cmd/webhook=cert-manager-webhook"
                 "$MODULE/cmd/cainjector=cert-manager-cainjector")
       LDFLAGS+=" -X $MODULE/pkg/util.AppVersion=$VERSION" ;;
-    *) die "unknown tool $1 (kwok, external-secrets, cert-manager)" ;;
+    promtool)
+      # The root module of Prometheus holds cmd/promtool; its module version v0.X.Y is
+      # Prometheus 3.X.Y.
+      MODULE=github.com/prometheus/prometheus VERSION=$(pin PROMETHEUS_VERSION)
+      PACKAGES=("$MODULE/cmd/promtool")
+      LDFLAGS+=" -X github.com/prometheus/common/version.Version=$VERSION" ;;
+    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, promtool)" ;;
   esac
 }
 
