@@ -160,12 +160,20 @@ class MetricsServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:  # the port is taken: reconciling matters more than metrics
+            logger.warning("action=serve-metrics result=error address=%s:%d error=%r "
+                           "hint=%r", self.host, self.port, str(error),
+                           "choose another port with --metrics-addr, or 'off'")
+            await self.stop()
+            return
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:  # the port actually bound (port 0 picks a free one)
             self.port = sockets[0].getsockname()[1]
-        logger.info("action=serve-metrics address=%s:%d path=%s", self.host, self.port,
-                    METRICS_PATH)
+        # The settings line (the second of the log) already names the address.
+        logger.debug("action=serve-metrics address=%s:%d path=%s", self.host, self.port,
+                     METRICS_PATH)
 
     async def stop(self) -> None:
         if self._runner is not None:
