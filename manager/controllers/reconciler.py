@@ -145,7 +145,7 @@ class Reconciler:
         self.applier = Applier(kube, discovery, cache)
         self.pruner = Pruner(kube, discovery, cache)
         self.preflight = Preflight(kube, discovery)
-        self.facts = ClusterFacts(kube)
+        self.facts = ClusterFacts(kube, discovery)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all

@@ -30,6 +30,10 @@ together; the controller prunes managed objects of a disabled component.
                            config (controller; bitwarden-sdk-server while
                            it is on): the default or the declared ones
     proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
+    monitoring             ServiceMonitors of the controller and the        OperandMonitoring
+                           webhook, PrometheusRule external-secrets         on, and served
+    monitoring-cert-controller
+                           ServiceMonitor of the cert-controller            both of the above
 """
 
 from __future__ import annotations
@@ -50,11 +54,14 @@ BITWARDEN_CERTIFICATE: Final = "bitwarden-certificate"
 NETWORK_POLICY: Final = "network-policy"
 PROVIDER_EGRESS: Final = "provider-egress"
 PROXY_CA: Final = "proxy-ca"
+MONITORING: Final = "monitoring"
+MONITORING_CERT_CONTROLLER: Final = "monitoring-cert-controller"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
                      WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
-                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA)
+                     BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA,
+                     MONITORING, MONITORING_CERT_CONTROLLER)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -74,6 +81,8 @@ APP_NAMES: Final = {
     NETWORK_POLICY: CONTROLLER_APP,
     PROVIDER_EGRESS: CONTROLLER_APP,  # each policy takes the labels of its own component
     PROXY_CA: CONTROLLER_APP,
+    MONITORING: CONTROLLER_APP,
+    MONITORING_CERT_CONTROLLER: CERT_CONTROLLER_APP,
 }
 
 
@@ -90,4 +99,8 @@ def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
             enabled.add(BITWARDEN_CERTIFICATE)
     if config.proxy is not None:
         enabled.add(PROXY_CA)
+    if config.monitoring.active:
+        enabled.add(MONITORING)
+        if not config.cert_manager.enabled:
+            enabled.add(MONITORING_CERT_CONTROLLER)
     return tuple(component for component in COMPONENTS if component in enabled)

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from manager.config import EffectiveConfig, ProxySettings
 from manager.render import labels
+from manager.render.alerts import monitoring_context
 from manager.render.components import (
     APP_NAMES,
     BITWARDEN,
@@ -139,6 +140,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             "renew_before": cert_manager.renew_before,
         },
         "bitwarden": {"tls_secret_name": config.bitwarden.tls_secret_name},
+        "monitoring": monitoring_context(config),
         "pod": {
             "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
             "node_selector": config.node_selector,

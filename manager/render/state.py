@@ -23,6 +23,8 @@ APPLY_ORDER: Final = (
     "Deployment",
     "NetworkPolicy",
     "ValidatingWebhookConfiguration",
+    "ServiceMonitor",
+    "PrometheusRule",
 )
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
