@@ -37,6 +37,7 @@ PARTIAL_METADATA_LIST = (
 
 # Statuses worth retrying: the request may succeed later without anyone changing anything.
 TRANSIENT_STATUSES = frozenset({0, 408, 409, 425, 429, 500, 502, 503, 504})
+NOT_FOUND = frozenset({404})
 
 
 class ApiError(Exception):
@@ -147,8 +148,11 @@ class Kube:
         content_type: str = "application/json",
         accept: str = "application/json",
         timeout: float = REQUEST_TIMEOUT_SECONDS,
+        expected: frozenset[int] = frozenset(),
     ) -> JsonObject:
-        """One request; the decoded JSON response (`{}` when empty). Raises ApiError."""
+        """One request; the decoded JSON response (`{}` when empty). Raises ApiError.
+        `expected`: statuses the caller takes as an answer (404 for "does it exist?"), which
+        the error metric does not count."""
         response = await self._send(method, path, query=query, body=body,
                                     content_type=content_type, accept=accept,
                                     timeout=aiohttp.ClientTimeout(total=timeout))
@@ -160,7 +164,8 @@ class Kube:
             raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                            method, path) from error
         if not 200 <= response.status <= 299:
-            metrics.record_error(response.status)
+            if response.status not in expected:
+                metrics.record_error(response.status)
             raise _api_error(response.status, data, method, path)
         if not data:
             return {}
@@ -170,7 +175,7 @@ class Kube:
     async def get(self, path: str, *, accept: str = "application/json") -> JsonObject | None:
         """The object at `path`, or None if it does not exist."""
         try:
-            return await self.request("GET", path, accept=accept)
+            return await self.request("GET", path, accept=accept, expected=NOT_FOUND)
         except ApiError as error:
             if error.not_found:
                 return None
@@ -209,7 +214,7 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", path, body=body)
+            await self.request("DELETE", path, body=body, expected=NOT_FOUND)
         except ApiError as error:
             if not error.not_found:
                 raise

@@ -38,7 +38,9 @@ API_REQUESTS = Counter("eso_operator_api_requests", "Requests to the Kubernetes 
                        "(get, list, watch, create, apply, patch, delete) and resource.",
                        ["verb", "resource"])
 API_ERRORS = Counter("eso_operator_api_errors", "Failed Kubernetes API requests, by HTTP "
-                     "status (0: the server was not reached).", ["status"])
+                     "status (0: the server was not reached). A 404 that answers an "
+                     "existence check (a missing object, an API group not served) is not an error.",
+                     ["status"])
 OBJECT_WRITES = Counter("eso_operator_object_writes", "Writes of operand objects by passes, "
                         "by action (created, updated, adopted, deleted) and kind.",
                         ["action", "kind"])

@@ -71,6 +71,8 @@ async def test_counters_follow_install_and_repair(kube: Kube, esc: EscHandle,
     assert moved(before, installed, "eso_operator_api_requests_total",
                  verb="apply", resource="deployments") >= 3
     assert value(installed, "eso_operator_managed_objects", kind="Deployment") == 3
+    # Reading objects that do not exist yet (before creating them) is not an error.
+    assert moved(before, installed, "eso_operator_api_errors_total", status="404") == 0
     assert value(installed, "eso_operator_condition", resource="ExternalSecretsConfig",
                  controller="", type="Ready") == 1
     assert value(installed, "eso_operator_condition", resource="ExternalSecretsConfig",
