@@ -103,7 +103,7 @@ update-golden: venv
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/unit/test_render_golden.py -q
 
 bench: venv prereqs
-	$(NETNS_RUN) $(PY) bench/run.py
+	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) bench/run.py
 
 image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
