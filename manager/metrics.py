@@ -111,9 +111,9 @@ def record_writes(writes: Iterable[tuple[str, str]]) -> None:
 def record_managed(kinds: Iterable[str]) -> None:
     """The kinds of the objects an applying pass rendered (one entry per object)."""
     counts = Tally(kinds)
-    for labels in list(MANAGED_OBJECTS._metrics):
-        if labels[0] not in counts:
-            MANAGED_OBJECTS.labels(*labels).set(0)
+    for labels in _children(MANAGED_OBJECTS):  # kinds no longer rendered
+        if labels["kind"] not in counts:
+            MANAGED_OBJECTS.labels(**labels).set(0)
     for kind, count in counts.items():
         MANAGED_OBJECTS.labels(kind).set(count)
 
@@ -124,6 +124,18 @@ def record_conditions(resource: str, controller: str,
     for condition_type, status in conditions:
         CONDITION.labels(resource, controller, condition_type).set(
             1 if status == "True" else 0)
+
+
+def forget_conditions(resource: str) -> None:
+    """`resource` is gone (the ESC deleted): its conditions are no longer reported."""
+    for labels in _children(CONDITION):
+        if labels["resource"] == resource:
+            CONDITION.remove(labels["resource"], labels["controller"], labels["type"])
+
+
+def _children(gauge: Gauge) -> list[dict[str, str]]:
+    """The label sets a gauge currently reports."""
+    return [dict(sample.labels) for family in gauge.collect() for sample in family.samples]
 
 
 def record_watch_restart(kind: str, reason: str) -> None:

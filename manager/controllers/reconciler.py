@@ -355,6 +355,7 @@ class Reconciler:
         return report
 
     async def _esc_absent(self, esc: JsonObject | None, esm: JsonObject) -> None:
+        metrics.forget_conditions("ExternalSecretsConfig")
         if self._managing_uid is not None:
             logger.info("action=stop-managing kind=ExternalSecretsConfig name=%s "
                         "reason=%r", SINGLETON_NAME,

@@ -52,6 +52,16 @@ def test_exposition_parses_and_counts() -> None:
     assert _samples()[("eso_operator_managed_objects", (("kind", "Deployment"),))] == 0
 
 
+def test_a_deleted_resource_has_no_conditions() -> None:
+    metrics.record_conditions("ExternalSecretsConfig", "", [("Ready", "True")])
+    metrics.record_conditions("ExternalSecretsManager", "external-secrets-manager",
+                              [("Ready", "True")])
+    metrics.forget_conditions("ExternalSecretsConfig")
+    names = {dict(labels)["resource"] for name, labels in _samples()
+             if name == "eso_operator_condition"}
+    assert names == {"ExternalSecretsManager"}
+
+
 def test_parse_addr() -> None:
     assert metrics.parse_addr(":8080") == ("0.0.0.0", 8080)  # noqa: S104
     assert metrics.parse_addr("127.0.0.1:9") == ("127.0.0.1", 9)
