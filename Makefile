@@ -51,6 +51,7 @@ prereqs:
 	bash hack/build-tool.sh kwok >/dev/null
 	bash hack/build-tool.sh external-secrets >/dev/null
 	bash hack/build-tool.sh cert-manager >/dev/null
+	bash hack/build-tool.sh promtool >/dev/null
 	hack/fetch-crds.sh >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
 	bash hack/build-tool.sh olm >/dev/null

@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
@@ -161,6 +164,13 @@ async def kubectl(plane: controlplane.LocalControlPlane, *args: str) -> str:
     return out.decode()
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 # --- the operator process -----------------------------------------------------------------
 
 
@@ -171,12 +181,15 @@ class OperatorProcess:
         self.resync_seconds = resync_seconds
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
+        self.metrics_port = _free_port()
 
     def start(self) -> None:
         self.started = time.monotonic()
+        # Metrics on, as in production (the Deployment serves them on :8080); scraped below.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "manager", "run", "--kubeconfig", str(self.kubeconfig),
-             "--resync-seconds", str(self.resync_seconds)],
+             "--resync-seconds", str(self.resync_seconds),
+             "--metrics-addr", f"127.0.0.1:{self.metrics_port}"],
             stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
             env={**os.environ, "POD_NAMESPACE": "default"})
 
@@ -186,6 +199,14 @@ class OperatorProcess:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         raise RuntimeError("no VmRSS")
+
+    async def metrics_series(self) -> int:
+        """Scrape /metrics as Prometheus would; the number of samples it exposes."""
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{self.metrics_port}/metrics") as response:
+            response.raise_for_status()
+            text = await response.text()
+        return sum(len(family.samples) for family in text_string_to_metric_families(text))
 
     def passes(self) -> list[str]:
         return [line for line in self.log.read_text().splitlines() if "action=pass " in line]
@@ -315,7 +336,13 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
 
     figures.add("rss_idle_mb", operator.rss_mb())
     mark = audit.mark()
-    await asyncio.sleep(args.idle_seconds)
+    # Scraped every 15 s during the idle window, as a Prometheus would.
+    series = []
+    for _ in range(max(1, int(args.idle_seconds // 15))):
+        series.append(await operator.metrics_series())
+        await asyncio.sleep(15)
+    await asyncio.sleep(max(0.0, args.idle_seconds - 15 * len(series)))
+    figures.add("metrics_samples", series[-1])
     idle = audit.since(mark)
     figures.add("idle_requests", len(idle))
     Audit.show("idle", idle)
@@ -394,7 +421,8 @@ LABELS = {
     "idle_writes": "… of which writes (count)",
     "converged_pass_requests": "API requests of a pass that finds everything converged, "
                                "as a resync (count)",
-    "rss_idle_mb": "operator RSS, idle (MB)",
+    "rss_idle_mb": "operator RSS, idle, /metrics served (MB)",
+    "metrics_samples": "samples in one /metrics scrape (count)",
     "rss_after_unrelated_mb": "operator RSS after unrelated Secrets and ConfigMaps (MB)",
 }
 
@@ -466,7 +494,8 @@ def write_results(summary: dict[str, Any], meta: dict[str, Any],
     table = "\n".join(["| figure | median | min | max |", "|---|---|---|---|", *rows])
     facts = (f"Measured {meta['date']} on {meta['machine']}, kube-apiserver {meta['kube']}; "
              f"{meta['runs']} runs, idle window {meta['idle_seconds']} s per run with a "
-             f"{meta['resync_seconds']} s resync, {meta['unrelated']} unrelated objects per run.")
+             f"{meta['resync_seconds']} s resync, {meta['unrelated']} unrelated objects per run; "
+             "the operator serves /metrics, scraped every 15 s while idle.")
     layers = "\n".join(["| imported | RSS (MB) | added (MB) |", "|---|---|---|",
                          *(f"| {name} | {total:g} | {added:g} |"
                            for name, total, added in imports)])

@@ -39,6 +39,9 @@ from devcluster.api import Api
 from devcluster.cluster import SimulatedCluster
 from devcluster.runner import PodRunner
 
+# Where an operator run here serves its metrics (manager run reads $METRICS_ADDR): loopback
+# only, since the pods' port relays listen on <podIP>:8080 in this network namespace.
+LOCAL_METRICS_ADDR = "127.0.0.1:8080"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__,
@@ -96,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         with SimulatedCluster(workdir) as cluster:
             crds.install(cluster.api, crds.all_crds())
-            child_env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+            # The operator runs in the cluster's network namespace, where the pods' relays
+            # listen on <podIP>:<port>: its metrics must not take port 8080 on every address.
+            child_env = {"METRICS_ADDR": LOCAL_METRICS_ADDR, **os.environ,
+                         "KUBECONFIG": str(cluster.kubeconfig),
                          "PATH": f"{cluster.plane.bin_dir}:{os.environ.get('PATH', '')}"}
             try:
                 return subprocess.run(args.command, env=child_env, check=False).returncode

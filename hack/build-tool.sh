@@ -8,6 +8,7 @@
 #   hack/build-tool.sh olm                OLM's olm-operator, catalog-operator and the copy
 #                                         tool of its unpack Job, plus OLM's CRDs (crds/)
 #   hack/build-tool.sh opm                opm (catalogs: render, validate, serve; bundle extract)
+#   hack/build-tool.sh promtool           Prometheus' promtool (check and test alerting rules)
 #
 # Pins come from manager/versions.py. The wrapper module requires the tool's module and
 # copies every replace directive of the tool's own go.mod that points at a published
@@ -54,7 +55,13 @@ recipe() {
       # sqlite needs cgo; the openpgp tag avoids gpgme (as operator-registry's Makefile).
       MODULE=github.com/operator-framework/operator-registry VERSION=$(pin OPM_VERSION)
       PACKAGES=("$MODULE/cmd/opm=opm") CGO=1 TAGS=json1,containers_image_openpgp ;;
-    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm)" ;;
+    promtool)
+      # The root module of Prometheus holds cmd/promtool; its module version v0.X.Y is
+      # Prometheus 3.X.Y.
+      MODULE=github.com/prometheus/prometheus VERSION=$(pin PROMETHEUS_VERSION)
+      PACKAGES=("$MODULE/cmd/promtool")
+      LDFLAGS+=" -X github.com/prometheus/common/version.Version=$VERSION" ;;
+    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm, promtool)" ;;
   esac
 }
 

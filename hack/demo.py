@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
+
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
 from manager.logs import configure_logging
@@ -48,6 +50,14 @@ spec:
   target: {name: db-credentials}
   data: [{secretKey: password, remoteRef: {key: /demo/db-password}}]
 """
+# On loopback: the pods' port relays hold <podIP>:8080 in this network namespace.
+METRICS_PORT = 8080
+DEMO_METRICS = ("eso_operator_passes_total", "eso_operator_pass_duration_seconds_count",
+                'eso_operator_api_requests_total{verb="apply",resource="deployments"}',
+                'eso_operator_object_writes_total{action="created",kind="Deployment"}',
+                'eso_operator_managed_objects{kind="Deployment"}',
+                'eso_operator_condition{controller="",resource="ExternalSecretsConfig"',
+                "process_resident_memory_bytes")
 
 
 class Demo:
@@ -97,7 +107,8 @@ class Demo:
     async def run(self) -> None:
         stop = asyncio.Event()
         operator = asyncio.create_task(serve(
-            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig)),
+            OperatorOptions(kubeconfig=str(self.cluster.kubeconfig),
+                            metrics_addr=f"127.0.0.1:{METRICS_PORT}"),
             stop_flag=stop))
         try:
             say("kubectl apply: ExternalSecretsConfig/cluster with spec: {}")
@@ -125,9 +136,21 @@ class Demo:
             say("events on the ESC")
             print(self.kubectl("get", "events", "-n", "default", "--field-selector",
                                "involvedObject.kind=ExternalSecretsConfig"), end="")
+            say(f"a few of the operator's metrics: curl http://127.0.0.1:{METRICS_PORT}/metrics")
+            print(await metric_lines(), end="")
         finally:
             stop.set()
             await operator
+
+
+async def metric_lines() -> str:
+    """The operator's /metrics, as Prometheus scrapes it, cut to the lines worth a look."""
+    async with aiohttp.ClientSession() as session, session.get(
+            f"http://127.0.0.1:{METRICS_PORT}/metrics") as response:
+        text = await response.text()
+    shown = [line for line in text.splitlines() if line.startswith(DEMO_METRICS)
+             and not line.endswith(" 0.0")]
+    return "\n".join(shown) + "\n"
 
 
 def say(text: str) -> None:

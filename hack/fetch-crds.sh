@@ -6,11 +6,12 @@
 #                                   generators.external-secrets.io; the test-only
 #                                   `fakes` generator is left out)
 #   <dir>/cert-manager/*.yaml       cert-manager's CRDs (Certificate, Issuer, ...)
+#   <dir>/prometheus-operator/*.yaml  ServiceMonitor and PrometheusRule (monitoring.coreos.com)
 #
 #   hack/fetch-crds.sh              fetch (or reuse) and print the directory
 #
-# Versions come from manager/versions.py (EXTERNAL_SECRETS_VERSION and
-# CERT_MANAGER_VERSION; either can be overridden from the environment); CRDS_CACHE
+# Versions come from manager/versions.py (EXTERNAL_SECRETS_VERSION, CERT_MANAGER_VERSION and
+# PROMETHEUS_OPERATOR_VERSION; each can be overridden from the environment); CRDS_CACHE
 # selects the cache root. A cached directory is complete or absent: it is built in
 # a temporary directory and renamed into place, under a lock.
 set -euo pipefail
@@ -18,14 +19,20 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 EXTERNAL_SECRETS_VERSION=${EXTERNAL_SECRETS_VERSION:-$("$HERE/version.sh" EXTERNAL_SECRETS_VERSION)}
 CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-$("$HERE/version.sh" CERT_MANAGER_VERSION)}
+PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-$("$HERE/version.sh" PROMETHEUS_OPERATOR_VERSION)}
 CACHE_ROOT=${CRDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/crds}
 OUT="$CACHE_ROOT/external-secrets-$EXTERNAL_SECRETS_VERSION.cert-manager-$CERT_MANAGER_VERSION"
+OUT+=".prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
 
 ES_MODULE=github.com/external-secrets/external-secrets
 CM_MODULE=github.com/cert-manager/cert-manager
+PO_MODULE=github.com/prometheus-operator/prometheus-operator
 # Where each module keeps its plain (not Helm-templated) controller-gen CRDs.
 ES_CRD_DIR=config/crds/bases
 CM_CRD_DIR=deploy/crds
+PO_CRD_DIR=example/prometheus-operator-crd
+# The two kinds the operator renders; the others (Prometheus, Alertmanager, ...) are not needed.
+PO_KEPT=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
 # Generators that exist only for the operand's own tests.
 ES_DROPPED=(generators.external-secrets.io_fakes.yaml)
 
@@ -72,14 +79,23 @@ copy_crds() {
 tmp=$(mktemp -d "$CACHE_ROOT/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-log "external-secrets $EXTERNAL_SECRETS_VERSION, cert-manager $CERT_MANAGER_VERSION"
+log "external-secrets $EXTERNAL_SECRETS_VERSION, cert-manager $CERT_MANAGER_VERSION," \
+  "prometheus-operator $PROMETHEUS_OPERATOR_VERSION"
 es_dir=$(module_dir "$ES_MODULE" "$EXTERNAL_SECRETS_VERSION")
 cm_dir=$(module_dir "$CM_MODULE" "$CERT_MANAGER_VERSION")
+po_dir=$(module_dir "$PO_MODULE" "$PROMETHEUS_OPERATOR_VERSION")
 [ -d "$es_dir/$ES_CRD_DIR" ] || die "$ES_MODULE@$EXTERNAL_SECRETS_VERSION has no $ES_CRD_DIR"
 [ -d "$cm_dir/$CM_CRD_DIR" ] || die "$CM_MODULE@$CERT_MANAGER_VERSION has no $CM_CRD_DIR"
 
 copy_crds "$es_dir/$ES_CRD_DIR" "$tmp/crds/external-secrets" "${ES_DROPPED[@]}"
 copy_crds "$cm_dir/$CM_CRD_DIR" "$tmp/crds/cert-manager"
+mkdir -p "$tmp/crds/prometheus-operator"
+for name in "${PO_KEPT[@]}"; do
+  file="$po_dir/$PO_CRD_DIR/$name"
+  [ -f "$file" ] || die "prometheus-operator $PROMETHEUS_OPERATOR_VERSION has no $PO_CRD_DIR/$name"
+  grep -q '^kind: CustomResourceDefinition$' "$file" || die "$file is not a CustomResourceDefinition"
+  install -m 0644 "$file" "$tmp/crds/prometheus-operator/$name"
+done
 for kind in certificates issuers clusterissuers; do
   [ -f "$tmp/crds/cert-manager/cert-manager.io_$kind.yaml" ] ||
     die "cert-manager $CERT_MANAGER_VERSION has no $kind CRD in $CM_CRD_DIR"

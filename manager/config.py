@@ -53,9 +53,12 @@ ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
 ESM_GLOBAL = "spec.globalConfig"
 
-# The optional features of ExternalSecretsManager.spec.features this operator implements. None
-# yet: any name there is reported (manager.controllers.esm_status), never silently ignored.
-KNOWN_FEATURES: frozenset[str] = frozenset()
+# The optional features of ExternalSecretsManager.spec.features this operator implements. Any
+# other name there is reported (manager.controllers.esm_status), never silently ignored.
+# OperandMonitoring: ServiceMonitors and a PrometheusRule for the operand, while the cluster
+# serves monitoring.coreos.com/v1 (docs/operations.md, "Monitoring").
+OPERAND_MONITORING = "OperandMonitoring"
+KNOWN_FEATURES: frozenset[str] = frozenset({OPERAND_MONITORING})
 
 # cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
 MINIMUM_CERTIFICATE_DURATION = "1h"
@@ -151,6 +154,19 @@ class CertManagerSettings(_Frozen):
     @property
     def operator_fills_ca_bundle(self) -> bool:
         return self.enabled and not self.add_injector_annotations
+
+
+class MonitoringSettings(_Frozen):
+    """The OperandMonitoring feature: ServiceMonitors and a PrometheusRule for the operand."""
+
+    enabled: bool = False
+    served: bool = False
+    """A cluster fact, not a setting: the API server serves ServiceMonitor and PrometheusRule
+    (monitoring.coreos.com/v1). Without them there is nothing to render."""
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.served
 
 
 class BitwardenSettings(_Frozen):
@@ -277,6 +293,7 @@ class EffectiveConfig(_Frozen):
     operating_namespace: str | None = None
     cert_manager: CertManagerSettings = CertManagerSettings()
     bitwarden: BitwardenSettings = BitwardenSettings()
+    monitoring: MonitoringSettings = MonitoringSettings()
     webhook_check_interval: str = "5m0s"
     resources: dict[str, Any] | None = None
     affinity: dict[str, Any] | None = None
@@ -369,6 +386,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         operating_namespace=_operating_namespace(app),
         cert_manager=cert_manager,
         bitwarden=bitwarden,
+        monitoring=MonitoringSettings(enabled=feature_enabled(esm, OPERAND_MONITORING)),
         webhook_check_interval=_webhook_check_interval(app),
         resources=_resources(app, glob),
         affinity=_affinity(app, glob),
@@ -406,6 +424,12 @@ def hidden_global_settings(app: ApplicationConfig | None,
         if mine is not None and theirs is not None and theirs not in (mine, default):
             hidden.append(to_camel(field))
     return tuple(hidden)
+
+
+def feature_enabled(esm: ExternalSecretsManagerSpec | None, name: str) -> bool:
+    """Whether `features` has an entry `name` with enabled "true" (absent: off)."""
+    return any(feature.name == name and feature.enabled == "true"
+               for feature in (esm.features if esm else None) or [])
 
 
 def unknown_features(esm: ExternalSecretsManagerSpec | None) -> tuple[str, ...]:

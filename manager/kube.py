@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from manager import metrics
 from manager.credentials import Credentials, CredentialsError, load_credentials
 
 JsonObject = dict[str, Any]
@@ -36,6 +37,7 @@ PARTIAL_METADATA_LIST = (
 
 # Statuses worth retrying: the request may succeed later without anyone changing anything.
 TRANSIENT_STATUSES = frozenset({0, 408, 409, 425, 429, 500, 502, 503, 504})
+NOT_FOUND = frozenset({404})
 
 
 class ApiError(Exception):
@@ -111,6 +113,7 @@ class Kube:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
         data = None if body is None else json.dumps(body).encode()
+        metrics.record_request(method, path, content_type, query)
         for attempt in (1, 2):
             headers = {"Accept": accept}
             if data is not None:
@@ -125,6 +128,7 @@ class Kube:
                     proxy=self.credentials.proxy, timeout=timeout,
                     server_hostname=self.credentials.tls_server_name)
             except (TimeoutError, aiohttp.ClientError, OSError, CredentialsError) as error:
+                metrics.record_error(0)
                 raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                                method, path) from error
             if response.status == 401 and attempt == 1:
@@ -144,8 +148,11 @@ class Kube:
         content_type: str = "application/json",
         accept: str = "application/json",
         timeout: float = REQUEST_TIMEOUT_SECONDS,
+        expected: frozenset[int] = frozenset(),
     ) -> JsonObject:
-        """One request; the decoded JSON response (`{}` when empty). Raises ApiError."""
+        """One request; the decoded JSON response (`{}` when empty). Raises ApiError.
+        `expected`: statuses the caller takes as an answer (404 for "does it exist?"), which
+        the error metric does not count."""
         response = await self._send(method, path, query=query, body=body,
                                     content_type=content_type, accept=accept,
                                     timeout=aiohttp.ClientTimeout(total=timeout))
@@ -153,9 +160,12 @@ class Kube:
             async with response:
                 data = await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            metrics.record_error(0)
             raise ApiError(0, type(error).__name__, str(error) or "connection failed",
                            method, path) from error
         if not 200 <= response.status <= 299:
+            if response.status not in expected:
+                metrics.record_error(response.status)
             raise _api_error(response.status, data, method, path)
         if not data:
             return {}
@@ -165,7 +175,7 @@ class Kube:
     async def get(self, path: str, *, accept: str = "application/json") -> JsonObject | None:
         """The object at `path`, or None if it does not exist."""
         try:
-            return await self.request("GET", path, accept=accept)
+            return await self.request("GET", path, accept=accept, expected=NOT_FOUND)
         except ApiError as error:
             if error.not_found:
                 return None
@@ -204,7 +214,7 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", path, body=body)
+            await self.request("DELETE", path, body=body, expected=NOT_FOUND)
         except ApiError as error:
             if not error.not_found:
                 raise
@@ -227,16 +237,19 @@ class Kube:
                                     timeout=timeout)
         async with response:
             if response.status != 200:
+                metrics.record_error(response.status)
                 raise _api_error(response.status, await response.read(), "WATCH", path)
             try:
                 async for line in _lines(response.content):
                     event = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object", {})
+                        metrics.record_error(int(status.get("code") or 500))
                         raise ApiError(int(status.get("code") or 500), status.get("reason", ""),
                                        status.get("message", ""), "WATCH", path)
                     yield WatchEvent(event["type"], event["object"])
             except (TimeoutError, aiohttp.ClientError) as error:
+                metrics.record_error(0)
                 raise ApiError(0, type(error).__name__, str(error) or "stream broken",
                                "WATCH", path) from error
 

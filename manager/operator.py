@@ -26,6 +26,7 @@ from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.credentials import load_credentials
 from manager.kube import JsonObject, Kube, install_crds, own_namespace
 from manager.logs import configure_logging, without_credentials
+from manager.metrics import MetricsServer
 from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
@@ -38,6 +39,9 @@ class OperatorOptions:
     kubeconfig: str | None = None
     liveness_endpoint: str | None = None
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
+    metrics_addr: str | None = None
+    """Where to serve /metrics (HOST:PORT or :PORT); None: not served. `run` defaults to
+    :8080 (manager.metrics.DEFAULT_METRICS_ADDR)."""
 
 
 def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
@@ -60,6 +64,7 @@ def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
         "proxy": ",".join(f"{k}={v}" for k, v in proxies.items()) or "none",
         "resyncSeconds": f"{options.resync_seconds:g}",
         "liveness": options.liveness_endpoint or "off",
+        "metrics": options.metrics_addr or "off",
     }
     return identity, settings
 
@@ -75,6 +80,9 @@ async def serve(options: OperatorOptions, *,
     holder = holder if holder is not None else {}
 
     startup = startup_settings(options, environment, credentials.server)
+    metrics_server = MetricsServer(options.metrics_addr) if options.metrics_addr else None
+    if metrics_server is not None:
+        await metrics_server.start()
 
     async def start_runtime() -> OperatorRuntime:
         runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup)
@@ -94,6 +102,8 @@ async def serve(options: OperatorOptions, *,
         runtime = holder.get("runtime")
         if runtime is not None:
             await runtime.stop()
+        if metrics_server is not None:
+            await metrics_server.stop()
         await kube.close()
 
 
@@ -116,7 +126,9 @@ async def install_operator_crds(kubeconfig: Path, directory: Path = CRDS_DIR) ->
 
 
 def run_operator(*, kubeconfig: str | None = None, liveness_endpoint: str | None = None,
-                 verbose: bool = False, resync_seconds: float = DEFAULT_RESYNC_SECONDS) -> int:
+                 verbose: bool = False, resync_seconds: float = DEFAULT_RESYNC_SECONDS,
+                 metrics_addr: str | None = None) -> int:
     configure_logging(verbose)
-    asyncio.run(serve(OperatorOptions(kubeconfig, liveness_endpoint, resync_seconds)))
+    asyncio.run(serve(OperatorOptions(kubeconfig, liveness_endpoint, resync_seconds,
+                                      metrics_addr)))
     return 0

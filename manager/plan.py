@@ -96,7 +96,8 @@ async def make_plan(kube: Kube, esc_document: JsonObject, esm_document: JsonObje
         await _plan_removal(kube, esc, plan)
         return plan
     try:
-        config = await ClusterFacts(kube).complete(config_of_objects(esc, esm, environment))
+        config = await ClusterFacts(kube, Discovery(kube)).complete(
+            config_of_objects(esc, esm, environment))
     except ConfigError as error:
         raise PlanRefusedError(f"the operator would refuse it (Degraded, InvalidConfiguration): "
                       f"{error}") from None

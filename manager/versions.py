@@ -17,6 +17,9 @@ BITWARDEN_SDK_SERVER_IMAGE: Final = (
 )
 # cert-manager: the CRDs (Certificate, Issuer, ClusterIssuer, ...) tests and the bundle docs use.
 CERT_MANAGER_VERSION: Final = "v1.21.2"
+# prometheus-operator: the monitoring.coreos.com CRDs (ServiceMonitor, PrometheusRule) that
+# tests install and the operand-monitoring objects are written against.
+PROMETHEUS_OPERATOR_VERSION: Final = "v0.85.0"
 # The Kubernetes release of the local control plane.
 KUBE_VERSION: Final = "v1.34.4"
 # The operator-framework's validators (github.com/operator-framework/api) that
@@ -24,6 +27,9 @@ KUBE_VERSION: Final = "v1.34.4"
 OPERATOR_FRAMEWORK_API_VERSION: Final = "v0.43.0"
 
 # --- Development and test tools: never shipped, built by hack/build-*.sh into a cache. ---
+# promtool (Prometheus 3.16.0; the Go module versions Prometheus as v0.MINOR.PATCH) checks the
+# rendered PrometheusRule and runs its unit tests (tests/unit/test_promtool.py).
+PROMETHEUS_VERSION: Final = "v0.316.0"
 # kwok simulates the nodes and pods of the local cluster (docs/development.md).
 KWOK_VERSION: Final = "v0.8.0"
 # The operand binary that runs on the simulated cluster. The shipped operand

@@ -730,9 +730,10 @@ class Feature(ApiModel):
     """Feature is for enabling the optional features."""
 
     name: str
-    """name of the optional feature. This version of the operator has none: any name is
-    reported as UnknownFeature in the status entry external-secrets-manager and has no
-    effect. Required, no default."""
+    """name of the optional feature. This version of the operator has one, OperandMonitoring
+    (ServiceMonitors and a PrometheusRule for the operand, when the cluster serves
+    monitoring.coreos.com/v1); any other name is reported as UnknownFeature in the status
+    entry external-secrets-manager and has no effect. Required, no default."""
 
     enabled: BoolString
     """enabled indicates whether the feature is active: "true" or "false". Required, no

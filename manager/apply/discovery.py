@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from manager.kube import ApiError, Kube
+from manager.kube import NOT_FOUND, ApiError, Kube
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ class Discovery:
 
     async def _fetch(self, api_version: str) -> dict[str, Resource]:
         try:
-            document = await self._kube.request("GET", group_version_path(api_version))
+            document = await self._kube.request("GET", group_version_path(api_version),
+                                                expected=NOT_FOUND)
         except ApiError as error:
             if error.not_found:
                 return {}

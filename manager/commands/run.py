@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
+from manager.metrics import DEFAULT_METRICS_ADDR
 
 ENVIRONMENT = """\
 environment variables it reads (OLM's Deployment sets them; none is required):
@@ -23,6 +25,10 @@ environment variables it reads (OLM's Deployment sets them; none is required):
                                       ExternalSecretsManager it creates
   POD_NAMESPACE                       the operator's own namespace (the operand may not use it)
   POD_NAME                            reportingInstance of its Events (default: the host name)
+  METRICS_ADDR                        --metrics-addr when the flag is not given (the
+                                      simulated cluster sets 127.0.0.1:8080: there the
+                                      operator shares a network namespace with the pods'
+                                      port relays)
   KUBECONFIG                          credentials when --kubeconfig is not given (files
                                       separated by ":", merged as kubectl does)
   KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT
@@ -49,6 +55,11 @@ def register(subparsers: Any) -> None:
                         "in-cluster service account)")
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--metrics-addr", metavar="ADDR",
+                        default=os.environ.get("METRICS_ADDR") or DEFAULT_METRICS_ADDR,
+                        help="serve Prometheus metrics at http://ADDR/metrics, HOST:PORT or "
+                        ":PORT; 'off' serves none (default: $METRICS_ADDR, else "
+                        f"{DEFAULT_METRICS_ADDR})")
     parser.add_argument("--resync-seconds", type=float, default=DEFAULT_RESYNC_SECONDS,
                         help="periodic full reconcile, a safety net against missed events "
                         "(default: %(default)s)")
@@ -62,4 +73,5 @@ def run(args: argparse.Namespace) -> int:
 
     return run_operator(kubeconfig=args.kubeconfig,
                         liveness_endpoint=args.liveness, verbose=args.verbose,
-                        resync_seconds=args.resync_seconds)
+                        resync_seconds=args.resync_seconds,
+                        metrics_addr=None if args.metrics_addr == "off" else args.metrics_addr)

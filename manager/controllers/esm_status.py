@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from manager.api.models import ExternalSecretsManagerSpec
-from manager.config import EffectiveConfig, unknown_features
+from manager.config import OPERAND_MONITORING, EffectiveConfig, unknown_features
 from manager.controllers import status
 from manager.controllers.crd_annotator import AnnotatorReport
 from manager.controllers.status import ControllerState
@@ -56,8 +56,8 @@ def manager_state(esm: JsonObject, problem: str | None,
         return status.simple_state(
             status.CONTROLLER_ESM, False, "UnknownFeature",
             f"spec.features: {names} {'is' if len(unknown) == 1 else 'are'} not a feature of "
-            "this operator, which has no optional features yet; such an entry has no effect: "
-            "remove it", generation)
+            f"this operator (its only feature is {OPERAND_MONITORING}); such an entry has no "
+            "effect: remove it", generation)
     hidden = config.hidden_global_settings if config is not None else ()
     if hidden:
         settings = ", ".join(f"globalConfig.{name}" for name in hidden)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from manager.constants import API_VERSION, ESC_KIND, OPERATOR_NAME, SINGLETON_NAME
-from manager.kube import ApiError, JsonObject, Kube
+from manager.kube import NOT_FOUND, ApiError, JsonObject, Kube
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ class EventRecorder:
         patch = {"series": {"count": series.count + 1, "lastObservedTime": now_micro()}}
         try:
             await self._kube.request("PATCH", f"{EVENTS_PATH}/{series.name}", body=patch,
-                                     content_type="application/merge-patch+json")
+                                     content_type="application/merge-patch+json",
+                                     expected=NOT_FOUND)
         except ApiError as error:
             if error.not_found:
                 return False

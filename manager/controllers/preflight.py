@@ -35,6 +35,7 @@ OPERAND_CRDS = {
 }
 # The keys bitwarden-sdk-server's Deployment mounts from its TLS Secret (bitwarden template).
 BITWARDEN_TLS_KEYS = ("tls.crt", "tls.key", "ca.crt")
+MONITORING_CRDS = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
 
@@ -210,6 +211,8 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     if settings.operator_fills_ca_bundle:  # its ca.crt goes into the webhooks (facts.py)
         specs.add(WatchSpec("v1", "Secret", config.namespace, any_change=True,
                             field_selector=f"metadata.name={WEBHOOK_SECRET_CERT_MANAGER}"))
+    if config.monitoring.enabled:  # their arrival (or removal) changes what is rendered
+        specs.update(crd_watch(name) for name in MONITORING_CRDS)
     if config.operating_namespace is not None:
         specs.add(WatchSpec("v1", "Namespace",
                             field_selector=f"metadata.name={config.operating_namespace}"))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from manager import __version__
+from manager import __version__, metrics
 from manager.api.models import Failure
 from manager.apply import (
     MANAGED_SELECTOR,
@@ -71,6 +71,7 @@ from manager.controllers.preflight import (
     CERT_MANAGER_CRDS,
     CRD_API_VERSION,
     CRD_KIND,
+    MONITORING_CRDS,
     MissingDependencyError,
     Preflight,
     crd_watch,
@@ -157,10 +158,13 @@ namespace: the operator's own objects wherever they are (an operating namespace'
 moved operand left behind). They run from start-up, whatever the ESC says, and feed the
 ObjectCache, so that even the first pass over a new ESC reads nothing it can know."""
 
-CHILD_CRD_WATCHES = frozenset(crd_watch(CERT_MANAGER_CRDS[kind])
-                              for _, kind in renderable_kinds() if kind in CERT_MANAGER_CRDS)
-"""The CRDs of the child kinds an add-on serves (cert-manager's Certificate): their arrival
-ends the wait of that kind's child watch (watches.FIRST_RECHECK)."""
+CHILD_CRD_WATCHES = frozenset(
+    {crd_watch(CERT_MANAGER_CRDS[kind])
+     for _, kind in renderable_kinds() if kind in CERT_MANAGER_CRDS}
+    | {crd_watch(name) for name in MONITORING_CRDS})
+"""The CRDs of the child kinds add-ons serve (cert-manager's Certificate, the Prometheus
+Operator's ServiceMonitor and PrometheusRule): their arrival ends the wait of those kinds'
+child watches (watches.FIRST_RECHECK)."""
 
 
 class Reconciler:
@@ -174,7 +178,7 @@ class Reconciler:
         self.applier = Applier(kube, discovery, cache)
         self.pruner = Pruner(kube, discovery, cache)
         self.preflight = Preflight(kube, discovery)
-        self.facts = ClusterFacts(kube)
+        self.facts = ClusterFacts(kube, discovery)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
@@ -196,6 +200,7 @@ class Reconciler:
         await self._write_esc_status(esc, outcome, status.esc_fields(config, outcome))
         await self._write_esm_status(esm, esc, outcome, branch.annotator, config)
         await self._post_events(esc, outcome, branch.writes, config, branch.cause)
+        metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
         return PassReport(outcome, branch.watches, branch.writes,
                           isinstance(branch.annotator, ApiError))
 
@@ -244,6 +249,7 @@ class Reconciler:
             left = await plan_uninstall(self.kube, namespaces=False)
         except ApiError as error:
             return Branch(failed_outcome(error), cause=REMOVED_CAUSE)
+        metrics.record_managed(())
         return Branch(removal_outcome(report, left), writes=writes, cause=REMOVED_CAUSE)
 
     async def _singleton(self, kind: str, path: str) -> JsonObject | None:
@@ -300,6 +306,7 @@ class Reconciler:
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
             await self._prune(desired, writes, held)
+            metrics.record_managed(str(obj["kind"]) for obj in desired.objects())
         except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
                 ObjectError, ApiError) as problem:
             self._forget_apis(problem)
@@ -389,6 +396,7 @@ class Reconciler:
         return report
 
     async def _esc_absent(self, esc: JsonObject | None, esm: JsonObject) -> None:
+        metrics.forget_conditions("ExternalSecretsConfig")
         if self._managing_uid is not None:
             logger.info("action=stop-managing kind=ExternalSecretsConfig name=%s "
                         "reason=%r", SINGLETON_NAME,
@@ -431,6 +439,8 @@ class Reconciler:
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
                                 fields: Mapping[str, object]) -> None:
+        metrics.record_conditions("ExternalSecretsConfig", "",
+                                  ((c.type, c.status) for c in outcome.conditions()))
         patch = status.esc_status_update(esc.get("status") or {}, outcome,
                                          esc["metadata"].get("generation"), fields,
                                          now_rfc3339())
@@ -456,6 +466,9 @@ class Reconciler:
         await self._patch_esm_status(esm, states)
 
     async def _patch_esm_status(self, esm: JsonObject, states: Sequence[ControllerState]) -> None:
+        for state in states:
+            metrics.record_conditions("ExternalSecretsManager", state.name,
+                                      ((c.type, c.status) for c in state.conditions))
         patch = status.esm_status_update(esm.get("status") or {}, states, now_rfc3339())
         if patch is None:
             return

@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from manager import metrics
 from manager.apply import Discovery
 from manager.apply.cache import ObjectCache
 from manager.config import OperatorEnvironment
@@ -172,6 +173,7 @@ class OperatorRuntime:
             started = time.monotonic()
             report = await self._run_pass()
             result, writes, retry = self._schedule_retry(report, "retry" in reasons)
+            metrics.record_pass(result, time.monotonic() - started)
             # Anything but a pass that ends well, or waits for the operand to roll out, is a
             # warning; its message is in the status and Events.
             level = logging.INFO if result in _FINE else logging.WARNING

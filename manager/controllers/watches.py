@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from manager import metrics
 from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
@@ -173,6 +174,8 @@ class Watcher:
                 backoff = 1.0
                 await self._follow(spec, path, seen, version)
             except ApiError as error:
+                metrics.record_watch_restart(spec.kind, "expired" if error.status == 410
+                                             else "error")
                 if spec.cached:  # events may be missed until the next listing
                     self._cache.forget(spec.group_kind)
                 if error.status != 410:  # 410: resume point too old, list again at once
@@ -183,6 +186,7 @@ class Watcher:
                     await self._pause(backoff)
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
             except (ValueError, KeyError) as error:  # a malformed response: start over
+                metrics.record_watch_restart(spec.kind, "error")
                 if spec.cached:
                     self._cache.forget(spec.group_kind)
                 logger.warning("action=watch result=error watch=%s error=%r", spec, str(error))
@@ -237,3 +241,4 @@ class Watcher:
                 if seen.get(uid) != current:
                     seen[uid] = current
                     self._notify(spec, f"{event.type.lower()} {spec.kind} {metadata.get('name')}")
+            metrics.record_watch_restart(spec.kind, "ended")  # the server closed the stream

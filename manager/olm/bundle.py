@@ -1,7 +1,8 @@
 """Everything `python -m manager bundle` writes, computed without touching the work tree.
 
 Two kinds of output:
-- committed: manifests/operator/{namespace,serviceaccount,deployment}.yaml and bundle/ but
+- committed: manifests/operator/{namespace,serviceaccount,deployment,metrics-service,
+  servicemonitor,networkpolicy}.yaml and bundle/ but
   the operand CRDs. `bundle --check` compares these with the work tree (`make verify`).
 - build time: the operand CRDs in bundle/manifests/. They are the pinned external-secrets
   module's own files (labelled), fetched by hack/fetch-crds.sh; the project does not commit
@@ -46,6 +47,10 @@ class GeneratedFiles:
         return {**self.committed, **self.build_time}
 
 
+_SERVICE_MONITOR = "monitoring.coreos.com_v1_servicemonitor"
+_NETWORK_POLICY = "networking.k8s.io_v1_networkpolicy"
+
+
 def generate(sources: BundleSources) -> GeneratedFiles:
     root = sources.repo_root
     deployment = operator_manifests.deployment(sources.image)
@@ -59,6 +64,18 @@ def generate(sources: BundleSources) -> GeneratedFiles:
         OPERATOR_DIR / "serviceaccount.yaml": yamlfile.dump(
             operator_manifests.service_account(), _GENERATED),
         OPERATOR_DIR / "deployment.yaml": yamlfile.dump(deployment, _GENERATED),
+        OPERATOR_DIR / "metrics-service.yaml": yamlfile.dump(
+            operator_manifests.metrics_service(), _GENERATED),
+        OPERATOR_DIR / "servicemonitor.yaml": yamlfile.dump(
+            operator_manifests.service_monitor(), _GENERATED),
+        OPERATOR_DIR / "networkpolicy.yaml": yamlfile.dump(
+            operator_manifests.network_policy(), _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.METRICS_SERVICE}_v1_service.yaml": yamlfile.dump(
+            operator_manifests.metrics_service(namespaced=False), _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.METRICS_SERVICE}_{_SERVICE_MONITOR}.yaml": yamlfile.dump(
+            operator_manifests.service_monitor(namespaced=False), _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.APP_LABEL}-ingress_{_NETWORK_POLICY}.yaml": yamlfile.dump(
+            operator_manifests.network_policy(namespaced=False), _GENERATED),
         CSV_FILE: yamlfile.dump(csv.cluster_service_version(
             deployment=deployment, permissions=permissions,
             owned=csv.owned_kinds(own, operand), image=sources.image), _GENERATED),

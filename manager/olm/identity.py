@@ -31,8 +31,16 @@ OPERATOR_IMAGE_REPOSITORY: Final = "quay.io/external-secrets-operator/external-s
 OPERATOR_IMAGE: Final = f"{OPERATOR_IMAGE_REPOSITORY}:v{OPERATOR_VERSION}"
 
 # kopf's health endpoint (`kopf run --liveness=...`), which `python -m manager run` serves.
-HEALTH_PORT: Final = 8080
+HEALTH_PORT: Final = 8081
 HEALTH_PATH: Final = "/healthz"
+# The operator's Prometheus metrics (`python -m manager run --metrics-addr`, manager.metrics).
+METRICS_PORT: Final = 8080
+METRICS_SERVICE: Final = f"{constants.OPERATOR_NAME}-metrics"
+# Namespaces whose Prometheus may scrape the operator (the NetworkPolicy's only ingress on the
+# metrics port): OpenShift's platform and user-workload monitoring, and the `monitoring`
+# namespace kube-prometheus installs into.
+MONITORING_NAMESPACES: Final = ("openshift-monitoring", "openshift-user-workload-monitoring",
+                                "monitoring")
 
 # relatedImages: every image the operator can deploy, for mirroring in disconnected clusters.
 RELATED_IMAGES: Final = (

@@ -77,9 +77,12 @@ def _container(image: str) -> dict[str, Any]:
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         # The image's entrypoint is `python -m manager`.
-        "args": ["run", f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}{identity.HEALTH_PATH}"],
+        "args": ["run", f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}{identity.HEALTH_PATH}",
+                 f"--metrics-addr=:{identity.METRICS_PORT}"],
         "env": environment(),
-        "ports": [{"name": "health", "containerPort": identity.HEALTH_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "health", "containerPort": identity.HEALTH_PORT, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": identity.METRICS_PORT,
+                   "protocol": "TCP"}],
         "livenessProbe": _probe(initial_delay=15, period=20),
         "readinessProbe": _probe(initial_delay=5, period=10),
         "resources": {
@@ -128,5 +131,65 @@ def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
                 },
             },
+        },
+    }
+
+
+def _metadata(name: str, *, namespaced: bool) -> dict[str, Any]:
+    """In the bundle OLM sets the namespace (the one the operator is installed into)."""
+    metadata: dict[str, Any] = {"name": name, "labels": common_labels()}
+    if namespaced:
+        metadata["namespace"] = identity.NAMESPACE
+    return metadata
+
+
+def metrics_service(*, namespaced: bool = True) -> dict[str, Any]:
+    """The operator's /metrics (manager.metrics), for the ServiceMonitor below."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(identity.METRICS_SERVICE, namespaced=namespaced),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app": identity.APP_LABEL},
+            "ports": [{"name": "metrics", "port": identity.METRICS_PORT,
+                       "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    }
+
+
+def service_monitor(*, namespaced: bool = True) -> dict[str, Any]:
+    """Prometheus (the Prometheus Operator's) scrapes the operator through its Service."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _metadata(identity.METRICS_SERVICE, namespaced=namespaced),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": identity.APP_LABEL}},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "scheme": "http",
+                           "interval": "30s"}],
+        },
+    }
+
+
+def network_policy(*, namespaced: bool = True) -> dict[str, Any]:
+    """How the metrics endpoint is protected (docs/operations.md, "Metrics"): only pods of
+    the monitoring namespaces reach the metrics port; the health port stays open to the
+    kubelet's probes; the operator needs no other ingress. Egress is not restricted (the
+    API server's address differs per cluster)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(f"{identity.APP_LABEL}-ingress", namespaced=namespaced),
+        "spec": {
+            "podSelector": {"matchLabels": {"app": identity.APP_LABEL}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In",
+                    "values": list(identity.MONITORING_NAMESPACES)}]}}],
+                 "ports": [{"port": identity.METRICS_PORT, "protocol": "TCP"}]},
+                {"ports": [{"port": identity.HEALTH_PORT, "protocol": "TCP"}]},
+            ],
         },
     }

@@ -32,6 +32,10 @@ together; the controller prunes managed objects of a disabled component.
     proxy-ca               ConfigMap external-secrets-trusted-ca-bundle     a proxy is set
     disruption-budget      one PodDisruptionBudget per Deployment that      a workload has more
                            runs more than one replica (or asks for one)     than one replica
+    monitoring             ServiceMonitors of the controller and the        OperandMonitoring
+                           webhook, PrometheusRule external-secrets         on, and served
+    monitoring-cert-controller
+                           ServiceMonitor of the cert-controller            both of the above
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ NETWORK_POLICY: Final = "network-policy"
 PROVIDER_EGRESS: Final = "provider-egress"
 PROXY_CA: Final = "proxy-ca"
 DISRUPTION_BUDGET: Final = "disruption-budget"
+MONITORING: Final = "monitoring"
+MONITORING_CERT_CONTROLLER: Final = "monitoring-cert-controller"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
                      WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
                      BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA,
-                     DISRUPTION_BUDGET)
+                     DISRUPTION_BUDGET, MONITORING, MONITORING_CERT_CONTROLLER)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = "external-secrets"
@@ -79,6 +85,8 @@ APP_NAMES: Final = {
     PROVIDER_EGRESS: CONTROLLER_APP,  # each policy takes the labels of its own component
     PROXY_CA: CONTROLLER_APP,
     DISRUPTION_BUDGET: CONTROLLER_APP,  # each budget takes the labels of its own component
+    MONITORING: CONTROLLER_APP,
+    MONITORING_CERT_CONTROLLER: CERT_CONTROLLER_APP,
 }
 
 # The component of each workload's Deployment, and back.
@@ -112,4 +120,8 @@ def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
         enabled.add(PROXY_CA)
     if budgeted_workloads(config, enabled):
         enabled.add(DISRUPTION_BUDGET)
+    if config.monitoring.active:
+        enabled.add(MONITORING)
+        if not config.cert_manager.enabled:
+            enabled.add(MONITORING_CERT_CONTROLLER)
     return tuple(component for component in COMPONENTS if component in enabled)

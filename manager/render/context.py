@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from manager.config import EffectiveConfig, ProxySettings, WorkloadSettings
 from manager.render import labels
+from manager.render.alerts import monitoring_context
 from manager.render.components import (
     APP_NAMES,
     BITWARDEN,
@@ -232,6 +233,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         },
         "concurrent": config.controller_tuning.concurrent,
         "controller_args": controller_args(config),
+        "monitoring": monitoring_context(config),
         "pod": {
             "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
             "node_selector": workload.node_selector,

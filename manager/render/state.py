@@ -24,6 +24,8 @@ APPLY_ORDER: Final = (
     "PodDisruptionBudget",
     "NetworkPolicy",
     "ValidatingWebhookConfiguration",
+    "ServiceMonitor",
+    "PrometheusRule",
 )
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}

@@ -44,7 +44,10 @@ class OperatorProcess:
 
     def start(self, timeout: float = 60.0) -> OperatorProcess:
         """Start it and wait until kopf's liveness endpoint answers."""
-        environment = {**os.environ, **self.environment, "PYTHONPATH": str(self.source)}
+        # Metrics on loopback, on a port of their own: the pods' relays hold <podIP>:8080 in
+        # this network namespace (older releases ignore METRICS_ADDR).
+        environment = {**os.environ, "METRICS_ADDR": f"127.0.0.1:{free_port()}",
+                       **self.environment, "PYTHONPATH": str(self.source)}
         command = [self.python, "-m", "manager", "run", f"--kubeconfig={self.kubeconfig}",
                    f"--liveness=http://127.0.0.1:{self.port}/healthz"]
         self._log = self.log_path.open("ab")

@@ -75,6 +75,8 @@ SCENARIO_NAMESPACES = {
     "plan": "eso-it-plan",
     "shadowed": "eso-it-shadowed",
     "knobs": "eso-it-knobs",
+    "metrics": "eso-it-metrics",
+    "monitoring": "eso-it-monitoring",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

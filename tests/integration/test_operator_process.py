@@ -52,6 +52,7 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
         assert "operatorNamespace=external-secrets-operator eventsNamespace=default" in first
         assert " action=settings externalSecretsImage=" in second, second
         assert "liveness=http://127.0.0.1:" in second
+        assert " metrics=127.0.0.1:" in second, second
 
         # Degraded: the pass and status lines are warnings, and say when the retry comes.
         await esc.patch_spec({"appConfig": {"bitwardenSecretManagerProvider": {
@@ -124,7 +125,8 @@ def test_sigterm_stops_it_within_2_seconds_when_the_api_server_does_not_answer(
     with log.open("wb") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "manager", "run", f"--kubeconfig={kubeconfig}"],
-            cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                                "METRICS_ADDR": f"127.0.0.1:{free_port()}"},
             stdout=output, stderr=subprocess.STDOUT)
         time.sleep(5)  # started, and retrying its first requests
         assert process.poll() is None, log.read_text()

@@ -1,0 +1,195 @@
+"""The operator's own metrics, in the Prometheus text format, with prometheus_client.
+
+    python -m manager run [--metrics-addr :8080]   serves GET /metrics (docs/operations.md)
+
+Every series is named `eso_operator_*` and registered once, in prometheus_client's default
+registry (which adds the process_* and python_* collectors: RSS, CPU, open files). Labels
+take values from short, closed sets: a result, a verb, a resource or kind, an HTTP status,
+a condition type; never an object's name, a path or a message, so the number of series stays
+flat whatever the cluster holds.
+
+Importing prometheus_client adds about 1 MB to the operator's RSS (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter as Tally
+from collections.abc import Iterable
+from typing import Final
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_METRICS_ADDR: Final = ":8080"
+METRICS_PATH: Final = "/metrics"
+
+PASSES = Counter("eso_operator_passes", "Reconcile passes, by how they ended "
+                 "(Ready, Progressing, Degraded, Retrying, Unmanaged, Removed, NoConfig, Error).",
+                 ["result"])
+PASS_DURATION = Histogram("eso_operator_pass_duration_seconds",
+                          "Duration of reconcile passes.",
+                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+API_REQUESTS = Counter("eso_operator_api_requests", "Requests to the Kubernetes API, by verb "
+                       "(get, list, watch, create, apply, patch, delete) and resource.",
+                       ["verb", "resource"])
+API_ERRORS = Counter("eso_operator_api_errors", "Failed Kubernetes API requests, by HTTP "
+                     "status (0: the server was not reached). A 404 that answers an "
+                     "existence check (a missing object, an API group not served) is not an error.",
+                     ["status"])
+OBJECT_WRITES = Counter("eso_operator_object_writes", "Writes of operand objects by passes, "
+                        "by action (created, updated, adopted, deleted) and kind.",
+                        ["action", "kind"])
+MANAGED_OBJECTS = Gauge("eso_operator_managed_objects", "Objects of the operand the last "
+                        "applying pass rendered, by kind.", ["kind"])
+CONDITION = Gauge("eso_operator_condition", "Conditions the operator reports: 1 True, 0 False. "
+                  "resource ExternalSecretsConfig (status.conditions) or ExternalSecretsManager "
+                  "(status.controllerStatuses[controller].conditions).",
+                  ["resource", "controller", "type"])
+LAST_SUCCESSFUL_PASS = Gauge("eso_operator_last_successful_pass_timestamp_seconds",
+                             "When the last pass ended without error or Degraded (Unix time; "
+                             "the process start until the first one).")
+WATCH_RESTARTS = Counter("eso_operator_watch_restarts", "Watches started again, by kind and "
+                         "reason (ended: the server closed the stream; expired: 410; error).",
+                         ["kind", "reason"])
+LAST_SUCCESSFUL_PASS.set(time.time())
+
+# Results of a pass that count as successful for LAST_SUCCESSFUL_PASS.
+SUCCESSFUL_RESULTS: Final = frozenset({"Ready", "Progressing", "Unmanaged", "Removed",
+                                       "NoConfig"})
+
+
+def record_pass(result: str, seconds: float) -> None:
+    PASSES.labels(result).inc()
+    PASS_DURATION.observe(seconds)
+    if result in SUCCESSFUL_RESULTS:
+        LAST_SUCCESSFUL_PASS.set(time.time())
+
+
+# /api/v1/namespaces/NS/pods/NAME, /apis/GROUP/VERSION/RESOURCE, ... -> the resource plural.
+_RESOURCE = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/(?P<resource>[^/?]+)"
+                       r"(?P<name>/[^/?]+)?(?P<sub>/[^/?]+)?")
+
+
+def request_labels(method: str, path: str, content_type: str, query: object) -> tuple[str, str]:
+    """(verb, resource) of one API request, as the API server's audit log names them."""
+    match = _RESOURCE.match(path)
+    if match is None:  # discovery (/apis/GROUP/VERSION), /version, ...
+        return ("get" if method == "GET" else method.lower()), "discovery"
+    resource = match["resource"]
+    named = match["name"] is not None
+    if match["sub"]:
+        resource = f"{resource}{match['sub']}"  # a subresource: deployments/status
+    if method == "GET":
+        watching = isinstance(query, dict) and query.get("watch") == "true"
+        verb = "watch" if watching else ("get" if named else "list")
+    elif method == "PATCH":
+        verb = "apply" if "apply-patch" in content_type else "patch"
+    else:
+        verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+    return verb, resource
+
+
+def record_request(method: str, path: str, content_type: str, query: object) -> None:
+    API_REQUESTS.labels(*request_labels(method, path, content_type, query)).inc()
+
+
+def record_error(status: int) -> None:
+    API_ERRORS.labels(str(status)).inc()
+
+
+def record_writes(writes: Iterable[tuple[str, str]]) -> None:
+    """(action, kind) of each object a pass wrote."""
+    for action, kind in writes:
+        OBJECT_WRITES.labels(action, kind).inc()
+
+
+def record_managed(kinds: Iterable[str]) -> None:
+    """The kinds of the objects an applying pass rendered (one entry per object)."""
+    counts = Tally(kinds)
+    for labels in _children(MANAGED_OBJECTS):  # kinds no longer rendered
+        if labels["kind"] not in counts:
+            MANAGED_OBJECTS.labels(**labels).set(0)
+    for kind, count in counts.items():
+        MANAGED_OBJECTS.labels(kind).set(count)
+
+
+def record_conditions(resource: str, controller: str,
+                      conditions: Iterable[tuple[str, str]]) -> None:
+    """(type, status) of the conditions reported for `resource` (its `controller` entry)."""
+    for condition_type, status in conditions:
+        CONDITION.labels(resource, controller, condition_type).set(
+            1 if status == "True" else 0)
+
+
+def forget_conditions(resource: str) -> None:
+    """`resource` is gone (the ESC deleted): its conditions are no longer reported."""
+    for labels in _children(CONDITION):
+        if labels["resource"] == resource:
+            CONDITION.remove(labels["resource"], labels["controller"], labels["type"])
+
+
+def _children(gauge: Gauge) -> list[dict[str, str]]:
+    """The label sets a gauge currently reports."""
+    return [dict(sample.labels) for family in gauge.collect() for sample in family.samples]
+
+
+def record_watch_restart(kind: str, reason: str) -> None:
+    WATCH_RESTARTS.labels(kind, reason).inc()
+
+
+def exposition() -> bytes:
+    return generate_latest()
+
+
+async def _metrics(_: web.Request) -> web.Response:
+    response = web.Response(body=exposition())
+    response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+    response.charset = "utf-8"
+    return response
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`HOST:PORT` or `:PORT` (all interfaces) -> (host, port)."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--metrics-addr must be HOST:PORT or :PORT, not {addr!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 (a pod's port, by design)
+
+
+class MetricsServer:
+    """GET /metrics on one address, in the operator's event loop."""
+
+    def __init__(self, addr: str) -> None:
+        self.host, self.port = parse_addr(addr)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get(METRICS_PATH, _metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError as error:  # the port is taken: reconciling matters more than metrics
+            logger.warning("action=serve-metrics result=error address=%s:%d error=%r "
+                           "hint=%r", self.host, self.port, str(error),
+                           "choose another port with --metrics-addr, or 'off'")
+            await self.stop()
+            return
+        sockets = getattr(site._server, "sockets", None) or []
+        if sockets:  # the port actually bound (port 0 picks a free one)
+            self.port = sockets[0].getsockname()[1]
+        # The settings line (the second of the log) already names the address.
+        logger.debug("action=serve-metrics address=%s:%d path=%s", self.host, self.port,
+                     METRICS_PATH)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
