@@ -3,7 +3,10 @@
 Two kinds of output:
 - committed: manifests/operator/{namespace,serviceaccount,deployment,metrics-service,
   servicemonitor,networkpolicy}.yaml and bundle/ but
-  the operand CRDs. `bundle --check` compares these with the work tree (`make verify`).
+  the operand CRDs. The bundle has no ServiceMonitor: OLM fails the whole InstallPlan when
+  a bundle object's CRD is not installed, so a cluster without the Prometheus Operator could
+  not install the operator (seen in tests/olm); manifests/operator/servicemonitor.yaml is
+  for clusters that have it. `bundle --check` compares these with the work tree (`make verify`).
 - build time: the operand CRDs in bundle/manifests/. They are the pinned external-secrets
   module's own files (labelled), fetched by hack/fetch-crds.sh; the project does not commit
   copies of another project's files, so bundle/.gitignore keeps them out of git and
@@ -47,7 +50,6 @@ class GeneratedFiles:
         return {**self.committed, **self.build_time}
 
 
-_SERVICE_MONITOR = "monitoring.coreos.com_v1_servicemonitor"
 _NETWORK_POLICY = "networking.k8s.io_v1_networkpolicy"
 
 
@@ -72,8 +74,6 @@ def generate(sources: BundleSources) -> GeneratedFiles:
             operator_manifests.network_policy(), _GENERATED),
         BUNDLE_MANIFESTS / f"{identity.METRICS_SERVICE}_v1_service.yaml": yamlfile.dump(
             operator_manifests.metrics_service(namespaced=False), _GENERATED),
-        BUNDLE_MANIFESTS / f"{identity.METRICS_SERVICE}_{_SERVICE_MONITOR}.yaml": yamlfile.dump(
-            operator_manifests.service_monitor(namespaced=False), _GENERATED),
         BUNDLE_MANIFESTS / f"{identity.APP_LABEL}-ingress_{_NETWORK_POLICY}.yaml": yamlfile.dump(
             operator_manifests.network_policy(namespaced=False), _GENERATED),
         CSV_FILE: yamlfile.dump(csv.cluster_service_version(

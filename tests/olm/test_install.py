@@ -94,7 +94,8 @@ async def test_olm_installs_the_bundle_and_the_operator_runs_with_its_permission
     # The operator is the Deployment of the CSV, run as its pod with the pod's token.
     [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
     assert process.argv[1:] == ("-m", "manager", "run",
-                                f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}/healthz")
+                                f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}/healthz",
+                                f"--metrics-addr=:{identity.METRICS_PORT}")
     assert process.env["OPERATOR_CONDITION_NAME"] == release.name  # OLM injects it
     assert process.env["OPERATOR_IMAGE_VERSION"] == identity.OPERATOR_VERSION
     log = cluster.operator_log(release)

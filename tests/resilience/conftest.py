@@ -39,6 +39,7 @@ from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
+from tests.e2e.operator_process import free_port
 from tests.integration import conftest as integration
 from tests.integration.conftest import (
     ESC_API,
@@ -214,8 +215,11 @@ class OperatorProcess:
                    "--resync-seconds", "3600"]
         if self.verbose:
             command.append("--verbose")
+        # Metrics on loopback, on a port of their own: the pods' relays hold <podIP>:8080 in
+        # this network namespace.
         environment = {**os.environ, "POD_NAMESPACE": OPERATOR_NAMESPACE,
-                       "POD_NAME": self.log_path.stem, "PYTHONUNBUFFERED": "1"}
+                       "POD_NAME": self.log_path.stem, "PYTHONUNBUFFERED": "1",
+                       "METRICS_ADDR": f"127.0.0.1:{free_port()}"}
         for variable in ("KUBECONFIG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
             environment.pop(variable, None)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
