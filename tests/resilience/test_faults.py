@@ -245,7 +245,9 @@ async def test_a_fighting_writer_causes_no_hot_loop(
                f"Ready and quiet {settle_seconds:.1f}s after the writer stopped, then "
                f"{len(after)} requests in 3s")
     assert len(repairs) >= 2, rounds.lines  # it did keep repairing...
-    assert len(repairs) <= min(passes, foreign), rounds.lines  # ...once per pass at most
+    # ...once per pass at most; a pass in flight when the window closed wrote its repair in
+    # the window but logs its line after it.
+    assert len(repairs) <= min(passes + 1, foreign), rounds.lines
     assert passes <= elapsed / MIN_PASS_INTERVAL + 1, rounds.lines
     assert len(fight) <= passes * (idle_pass + PER_PASS_EXTRA), rounds.lines
     assert after == [], after
