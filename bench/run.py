@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from devcluster.cluster import SimulatedCluster
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
 from manager.kube import Kube
 from manager.paths import REPO_ROOT as ROOT
+from tests.e2e.operator_process import free_port
 from tests.waiting import seconds_until
 
 RESULTS = ROOT / "bench" / "results" / "latest.json"
@@ -45,7 +45,6 @@ ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
 ESM_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsmanagers/cluster"
 OPERATOR_SA = ("bench-operator", "operator-identity")
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-POLL = 0.05
 
 
 @dataclass
@@ -164,12 +163,6 @@ async def kubectl(plane: controlplane.LocalControlPlane, *args: str) -> str:
     return out.decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
 
 # --- the operator process -----------------------------------------------------------------
 
@@ -181,7 +174,7 @@ class OperatorProcess:
         self.resync_seconds = resync_seconds
         self.process: subprocess.Popen[bytes] | None = None
         self.started = 0.0
-        self.metrics_port = _free_port()
+        self.metrics_port = free_port()
 
     def start(self) -> None:
         self.started = time.monotonic()
