@@ -63,6 +63,21 @@ def _dump(model: BaseModel) -> JsonObject:
     return model.model_dump(by_alias=True, exclude_none=True)
 
 
+def _whole(model: BaseModel) -> JsonObject:
+    """A nested status object for a merge patch: every field stated, unset ones as null.
+
+    The server merges nested objects field by field (RFC 7386), so a field left out would
+    keep the value of an earlier write: one failure's request beside another's object."""
+    return model.model_dump(by_alias=True)
+
+
+def _stored(value: object) -> object:
+    """`value` as the server keeps it after a merge patch: null fields of objects removed."""
+    if isinstance(value, Mapping):
+        return {k: _stored(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def inspect_command(kind: str, namespace: str, name: str, verb: str = "get") -> str:
     """The kubectl command that shows one object (`get` prints it as YAML)."""
     where = f" -n {namespace}" if namespace else ""
@@ -144,7 +159,7 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
     applied everything (they are then in effect); `failure` while a pass fails. Without a
     configuration (an invalid spec) what was recorded stays."""
     fields: dict[str, object] = {
-        "failure": _dump(outcome.failure) if outcome.failure else None}
+        "failure": _whole(outcome.failure) if outcome.failure else None}
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
         return {**fields, **dict.fromkeys(_IN_EFFECT)}
     if config is None:
@@ -171,7 +186,8 @@ def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | No
     patch: JsonObject = {}
     if _comparable(conditions) != _comparable(current):
         patch["conditions"] = conditions
-    patch.update({key: value for key, value in fields.items() if status.get(key) != value})
+    patch.update({key: value for key, value in fields.items()
+                  if status.get(key) != _stored(value)})
     return patch or None
 
 

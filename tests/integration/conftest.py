@@ -70,6 +70,7 @@ SCENARIO_NAMESPACES = {
     "operating-namespace": "eso-it-narrow",
     "events": "eso-it-events",
     "columns": "eso-it-columns",
+    "failure": "eso-it-failure",
     "process": "eso-it-process",
     "management": "eso-it-management",
     "plan": "eso-it-plan",

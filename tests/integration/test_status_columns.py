@@ -7,7 +7,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from manager.kube import Kube
+from manager.kube import ApiError, Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESM_PATH,
@@ -91,3 +91,82 @@ async def test_columns_and_status_say_what_is_in_effect_and_what_failed(
         assert table(cluster, "esm")["READY"] == "2/3"
 
     await eventually(counted)
+
+
+POLICY = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/eso-it-failure"
+BINDING = ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"
+           "eso-it-failure")
+
+
+def refusing_policy(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) that refuses the webhook Deployment in
+    `namespace`: a real rejection by the real API server."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "eso-it-failure"},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": ["apps"], "apiVersions": ["v1"],
+                     "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                 "validations": [{
+                     "expression": f"object.metadata.namespace != '{namespace}' || "
+                                   "object.metadata.name != 'external-secrets-webhook'",
+                     "message": "refused by the test's admission policy"}]}}
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "eso-it-failure"},
+        "spec": {"policyName": "eso-it-failure", "validationActions": ["Deny"]}}
+    return policy, binding
+
+
+async def test_each_failure_replaces_the_one_before_field_by_field(
+        *, kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        user_objects: UserObjects) -> None:
+    """A rejected request, then a missing ConfigMap, then recovery: status.failure names
+    only the current failure at each step (the server merges nested status objects field by
+    field, so a field the second failure lacks must be removed, not kept from the first)."""
+    namespace = SCENARIO_NAMESPACES["failure"]
+    webhook = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets-webhook"
+    policy, binding = refusing_policy(namespace)
+    await kube.apply(POLICY, policy, field_manager="integration-tests")
+    await kube.apply(BINDING, binding, field_manager="integration-tests")
+    try:
+        async def refused() -> None:  # the policy is in force once the server refuses
+            probe = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+                "name": "external-secrets-webhook", "namespace": namespace},
+                "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": {
+                    "metadata": {"labels": {"app": "probe"}},
+                    "spec": {"containers": [{"name": "probe", "image": "probe"}]}}}}
+            answer: Exception | None = None
+            try:
+                await kube.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments",
+                                   body=probe, query={"dryRun": "All"})
+            except ApiError as error:
+                answer = error
+            assert answer is not None, "the admission policy is not in force yet"
+            assert "refused by the test's admission policy" in str(answer)
+
+        await eventually(refused)
+        await start_operator()
+        await esc.create({"controllerConfig": {"namespace": namespace}})
+        await wait_condition(esc, "Degraded", "True", reason="ApplyRejected", timeout=60)
+        failure = (await esc.get())["status"]["failure"]
+        assert set(failure) == {"object", "request", "response", "inspect"}
+        assert failure["object"] == f"Deployment {namespace}/external-secrets-webhook"
+        assert failure["request"] == f"PATCH {webhook}"
+        assert failure["response"].startswith("422 ")
+        assert "refused by the test's admission policy" in failure["response"]
+
+        await esc.patch_spec({"appConfig": {"trustedCABundle": {
+            "configMapName": "eso-it-missing-ca", "key": "ca-bundle.crt"}}})
+        await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound")
+        failure = (await esc.get())["status"]["failure"]
+        assert failure == {"object": f"ConfigMap {namespace}/eso-it-missing-ca",
+                           "inspect": f"kubectl get configmaps -n {namespace}"}
+    finally:
+        await kube.delete(BINDING)
+        await kube.delete(POLICY)
+
+    await esc.patch_spec({"appConfig": {"trustedCABundle": None}})
+    await wait_condition(esc, "Ready", "True", timeout=90)
+    assert "failure" not in (await esc.get())["status"]

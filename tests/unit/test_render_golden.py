@@ -43,8 +43,12 @@ def render_case(case: str) -> str:
 def test_render_matches_golden_file(case: str) -> None:
     expected_path = GOLDEN / f"{case}.yaml"
     actual = render_case(case)
-    if UPDATE:
+    if UPDATE:  # never a pass: a comparison with what was just written proves nothing
+        changed = not expected_path.exists() or expected_path.read_text() != actual
         expected_path.write_text(actual)
+        pytest.fail(f"UPDATE_GOLDEN=1 wrote {expected_path.name} "
+                    f"({'changed' if changed else 'unchanged'}); review the diff and run "
+                    "the tests again without UPDATE_GOLDEN")
     assert expected_path.exists(), f"no {expected_path}; create it with UPDATE_GOLDEN=1"
     expected = expected_path.read_text()
     diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True),

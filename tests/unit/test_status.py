@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -43,10 +44,23 @@ def by_type(conditions: list[JsonObject]) -> dict[str, JsonObject]:
     return {c["type"]: c for c in conditions}
 
 
+def merged(target: object, patch: object) -> Any:
+    """RFC 7386, as the API server applies a JSON merge patch: objects merge field by field
+    (null removes a field), anything else replaces the target whole."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
 def status_after(status: JsonObject, patch: JsonObject | None) -> JsonObject:
     """What the server stores after the JSON merge patch `patch` of `.status`."""
-    merged = {**status, **(patch or {})}
-    return {k: v for k, v in merged.items() if v is not None}
+    return merged(status, patch or {})  # type: ignore[no-any-return]
 
 
 def written(outcome: Outcome, generation: int | None = 1, now: str = T0,
@@ -241,10 +255,39 @@ def test_esc_fields_record_what_is_in_effect_and_the_failure() -> None:
     failed = Outcome(OutcomeKind.DEGRADED, "IssuerNotFound", "m",
                      failure=Failure(inspect="kubectl get issuers -n es", object="Issuer es/ca"))
     degraded = esc_fields(config, failed)
-    assert degraded["failure"] == {"object": "Issuer es/ca",
+    assert degraded["failure"] == {"object": "Issuer es/ca", "request": None, "response": None,
                                    "inspect": "kubectl get issuers -n es"}
     assert "externalSecretsImage" not in degraded  # not applied: what was in effect stays
     assert esc_fields(None, failed) == {"failure": degraded["failure"]}
+
+
+def test_a_new_failure_replaces_every_field_of_the_one_before() -> None:
+    """The server merges `.status.failure` field by field: the fields of an earlier failure
+    that the new one does not have must be removed, not left beside it."""
+    config = effective_config(None, None, OperatorEnvironment.from_environ({}))
+    rejected = Outcome(OutcomeKind.DEGRADED, "ApplyRejected", "m", failure=Failure(
+        object="Deployment es/external-secrets-webhook",
+        request="PATCH /apis/apps/v1/namespaces/es/deployments/external-secrets-webhook",
+        response="422 Invalid: denied", inspect="kubectl get deployment -n es x -o yaml"))
+    missing = Outcome(OutcomeKind.DEGRADED, "TrustedCABundleNotFound", "m", failure=Failure(
+        object="ConfigMap es/ca", inspect="kubectl get configmaps -n es"))
+    first = status_after({}, esc_status_update({}, rejected, 1, esc_fields(config, rejected), T0))
+    second = status_after(first, esc_status_update(first, missing, 1,
+                                                   esc_fields(config, missing), T1))
+    assert second["failure"] == {"object": "ConfigMap es/ca",
+                                 "inspect": "kubectl get configmaps -n es"}
+    # Stored as written: the next pass with the same failure writes nothing.
+    assert esc_status_update(second, missing, 1, esc_fields(config, missing), T2) is None
+    ready = Outcome(OutcomeKind.READY, "Reconciled", "ok", True)
+    assert "failure" not in status_after(second, esc_status_update(
+        second, ready, 1, esc_fields(config, ready), T2))
+
+
+def test_the_fake_merges_nested_objects_as_the_server_does() -> None:
+    stored = {"failure": {"object": "a", "request": "r"}, "conditions": [{"type": "Ready"}]}
+    patch = {"failure": {"object": "b", "inspect": None}, "conditions": []}
+    assert status_after(stored, patch) == {"failure": {"object": "b", "request": "r"},
+                                           "conditions": []}
 
 
 def test_inspect_commands_name_the_object() -> None:
