@@ -263,6 +263,10 @@ class WebhookSettings(_Frozen):
     timeout_seconds: int = 5
 
 
+# Mounted sources whose content processes read once, at start (render.context.LOADED_ONCE).
+LoadedSource = Literal["trusted-ca", "proxy-ca", "bitwarden-tls"]
+
+
 class TrustedCA(_Frozen):
     """A ConfigMap of PEM certificates the controller and bitwarden-sdk-server trust."""
 
@@ -318,6 +322,9 @@ class EffectiveConfig(_Frozen):
     controller_tuning: ControllerTuning = ControllerTuning()
     webhook: WebhookSettings = WebhookSettings()
     trusted_ca: TrustedCA | None = None
+    loaded_once: dict[LoadedSource, str] = {}
+    """A cluster fact: a digest of the content of each mounted source that a process reads
+    only when it starts (see render.context.LOADED_ONCE); a change rolls those pods."""
 
     @model_validator(mode="before")
     @classmethod

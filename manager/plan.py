@@ -35,7 +35,7 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.controllers.facts import ClusterFacts
-from manager.controllers.preflight import MissingDependencyError, Preflight
+from manager.controllers.preflight import Preflight
 from manager.kube import ApiError, JsonObject, Kube
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import render_operand
@@ -175,13 +175,10 @@ async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None
 
 
 async def _preflight(preflight: Preflight, config: EffectiveConfig) -> None:
-    try:
-        await preflight.check(config)
-        missing = await preflight.missing_operating_namespace(config)
-    except MissingDependencyError as problem:
-        missing = problem
-    if missing is not None:
-        raise PlanRefusedError(f"the operator would stop (Degraded, {missing.reason}): {missing}")
+    missing = await preflight.check(config)
+    if missing:
+        raise PlanRefusedError(f"the operator would stop (Degraded, {missing[0].reason}): "
+                               f"{missing[0]}")
 
 
 async def _plan_object(kube: Kube, discovery: Discovery, observed: Observed,

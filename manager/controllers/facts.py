@@ -10,16 +10,23 @@ nothing else would put a CA into the webhooks' caBundle, so the operator takes t
 cert-manager published with the issued certificate (`ca.crt` of the Certificate's Secret)
 and renders it into the ValidatingWebhookConfigurations. Only that one key is kept; the
 Secret's other keys (the private key) are dropped with the response and never logged.
+
+Content loaded once: Go processes read their root CAs once (SSL_CERT_DIR: the trustedCABundle
+ConfigMap and the proxy's CA bundle) and bitwarden-sdk-server loads its key pair once, so the
+operator keeps a digest of that content (a SHA-256, never the content) for the renderer, which
+puts it on the pod templates of exactly the processes that read it: a rotation rolls them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from manager.apply.discovery import Discovery
-from manager.config import EffectiveConfig
-from manager.kube import Kube
-from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.config import EffectiveConfig, LoadedSource
+from manager.kube import JsonObject, Kube
+from manager.render.context import TRUSTED_CA_CONFIGMAP, WEBHOOK_SECRET_CERT_MANAGER
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
@@ -33,6 +40,7 @@ class ClusterFacts:
     async def complete(self, config: EffectiveConfig) -> EffectiveConfig:
         """`config` with the cluster facts its rendering needs."""
         config = await self._monitoring(config)
+        config = await self._loaded_once(config)
         settings = config.cert_manager
         if not settings.operator_fills_ca_bundle:
             return config
@@ -50,3 +58,30 @@ class ClusterFacts:
                       for kind in MONITORING_KINDS])
         return config.model_copy(update={
             "monitoring": config.monitoring.model_copy(update={"served": served})})
+
+    async def _loaded_once(self, config: EffectiveConfig) -> EffectiveConfig:
+        namespace = f"/api/v1/namespaces/{config.namespace}"
+        sources: dict[LoadedSource, tuple[str, tuple[str, ...] | None]] = {}
+        if config.trusted_ca is not None:
+            sources["trusted-ca"] = (f"{namespace}/configmaps/{config.trusted_ca.config_map_name}",
+                                     (config.trusted_ca.key,))
+        if config.proxy is not None:
+            sources["proxy-ca"] = (f"{namespace}/configmaps/{TRUSTED_CA_CONFIGMAP}", None)
+        if config.bitwarden.enabled:
+            sources["bitwarden-tls"] = (
+                f"{namespace}/secrets/{config.bitwarden.tls_secret_name}",
+                ("tls.crt", "tls.key", "ca.crt"))
+        digests: dict[LoadedSource, str] = {}
+        for source, (path, keys) in sources.items():
+            found = await self.kube.get(path)
+            if found is not None:
+                digests[source] = content_digest(found, keys)
+            del found  # a Secret's values go no further than the digest
+        return config.model_copy(update={"loaded_once": digests})
+
+
+def content_digest(obj: JsonObject, keys: tuple[str, ...] | None) -> str:
+    """SHA-256 of the data of a ConfigMap or Secret (only `keys`, if given)."""
+    data = {**(obj.get("data") or {}), **(obj.get("binaryData") or {})}
+    chosen = {key: data.get(key) for key in keys} if keys is not None else data
+    return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()

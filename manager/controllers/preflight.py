@@ -3,22 +3,30 @@
 A spec can be valid and still not work in this cluster: cert-manager requested but not
 installed, an issuerRef naming an Issuer that does not exist, a bitwarden secretRef naming a
 missing Secret or one without the keys bitwarden-sdk-server mounts. Each becomes a
-`MissingDependencyError` (Degraded, with the field and the fix), and the pass stops before
-applying or deleting anything else. Issuers and CRDs are read as metadata only; the
-bitwarden TLS Secret must be read whole to see its key names, which are kept and its values
-dropped at once (never logged).
+`MissingDependencyError` (Degraded, with the field and the fix) that holds back only the
+objects that depend on what is missing (`holds`): every other object is still applied and
+repaired, and nothing is deleted until every dependency is there. Issuers and CRDs are read
+as metadata only; the bitwarden TLS Secret must be read whole to see its key names, which
+are kept and its values dropped at once (never logged).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from manager.apply import ObjectRef
 from manager.apply.discovery import Discovery
 from manager.config import ESC_APP, EffectiveConfig, TrustedCA
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL
 from manager.controllers.watches import WatchSpec
 from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
-from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.render.context import (
+    CALLING_OUT,
+    DEPLOYMENT_NAMES,
+    WEBHOOK_SECRET_CERT_MANAGER,
+)
 
 CERT_MANAGER_API = "cert-manager.io/v1"
 CERT_MANAGER_CRDS = {
@@ -40,19 +48,60 @@ CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
 
 
+Holds = Callable[[ObjectRef], bool]
+
+
+def _everything(_: ObjectRef) -> bool:
+    return True
+
+
+def deployments(*components: str) -> Holds:
+    """The Deployments of these components (their pods would mount or need what is missing)."""
+    names = frozenset(DEPLOYMENT_NAMES[component] for component in components)
+    return lambda ref: ref.kind == "Deployment" and ref.name in names
+
+
 class MissingDependencyError(Exception):
     """The spec cannot work in this cluster as it is; the administrator must act.
 
     `subject` names the object that is missing or wrong, `inspect` the command that shows
-    what there is (for status.failure)."""
+    what there is (for status.failure); `holds` says which rendered objects wait for it (by
+    default, all). `held` lists those a pass held back, once it knows them."""
 
-    def __init__(self, reason: str, field: str, message: str, *, subject: str, inspect: str):
+    def __init__(self, reason: str, field: str, message: str, *, subject: str, inspect: str,
+                 holds: Holds = _everything, held: Sequence[ObjectRef] = ()):
         super().__init__(f"{field}: {message}")
         self.reason = reason
         self.field = field
         self.message = message
         self.subject = subject
         self.inspect = inspect
+        self.holds = holds
+        self.held = tuple(held)
+
+    def holding(self, held: Sequence[ObjectRef]) -> MissingDependencyError:
+        """The same problem, with the objects a pass held back for it."""
+        return MissingDependencyError(self.reason, self.field, self.message,
+                                      subject=self.subject, inspect=self.inspect,
+                                      holds=self.holds, held=held)
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if not self.held:
+            return text
+        shown = ", ".join(str(ref) for ref in self.held[:3])
+        more = f" and {len(self.held) - 3} more" if len(self.held) > 3 else ""
+        return f"{text}. Held back until then: {shown}{more}; everything else is applied"
+
+
+def _cert_manager_dependants(config: EffectiveConfig) -> Holds:
+    """What switches to cert-manager's certificate: the Certificates, the webhook (its
+    Deployment mounts the Secret cert-manager fills, its configurations take that CA) and
+    bitwarden-sdk-server when cert-manager issues its certificate."""
+    components = ("webhook", "bitwarden") if config.bitwarden.issue_certificate else ("webhook",)
+    deployment = deployments(*components)
+    return lambda ref: (ref.kind in ("Certificate", "ValidatingWebhookConfiguration")
+                        or deployment(ref))
 
 
 @dataclass(frozen=True)
@@ -60,14 +109,24 @@ class Preflight:
     kube: Kube
     discovery: Discovery
 
-    async def check(self, config: EffectiveConfig) -> None:
-        await self._check_operand_crds()
+    async def check(self, config: EffectiveConfig) -> list[MissingDependencyError]:
+        """Every dependency that is missing, in the order the pass reports them (the first
+        names the condition's reason)."""
+        checks: list[Callable[[], Awaitable[None]]] = [self._check_operand_crds]
         if config.cert_manager.enabled:
-            await self._check_cert_manager(config)
+            checks.append(partial(self._check_cert_manager, config))
         if config.bitwarden.enabled and not config.bitwarden.issue_certificate:
-            await self._check_bitwarden_secret(config)
+            checks.append(partial(self._check_bitwarden_secret, config))
         if config.trusted_ca is not None:
-            await self._check_trusted_ca(config.trusted_ca, config.namespace)
+            checks.append(partial(self._check_trusted_ca, config.trusted_ca, config.namespace))
+        checks.append(partial(self._check_operating_namespace, config))
+        problems = []
+        for check in checks:
+            try:
+                await check()
+            except MissingDependencyError as problem:
+                problems.append(problem)
+        return problems
 
     async def _check_trusted_ca(self, trusted_ca: TrustedCA, namespace: str) -> None:
         """The ConfigMap of appConfig.trustedCABundle, with its key: without it the
@@ -80,16 +139,17 @@ class Preflight:
                 "TrustedCABundleNotFound", f"{field}.configMapName",
                 f'ConfigMap "{name}" not found in namespace "{namespace}". Create it with the '
                 f'PEM certificates under the key "{key}", or remove trustedCABundle; until then '
-                "nothing is changed and the operand keeps running as it is",
+                "the Deployments that mount it keep running as they are",
                 subject=f"ConfigMap {namespace}/{name}",
-                inspect=f"kubectl get configmaps -n {namespace}")
+                inspect=f"kubectl get configmaps -n {namespace}", holds=deployments(*CALLING_OUT))
         if key not in (found.get("data") or {}):
             raise MissingDependencyError(
                 "TrustedCABundleInvalid", f"{field}.key",
                 f'ConfigMap "{name}" in namespace "{namespace}" has no key "{key}". Put the PEM '
                 "certificates there, or set key to the one that holds them",
                 subject=f"ConfigMap {namespace}/{name}",
-                inspect=f"kubectl describe configmap -n {namespace} {name}")
+                inspect=f"kubectl describe configmap -n {namespace} {name}",
+                holds=deployments(*CALLING_OUT))
 
     async def _check_operand_crds(self) -> None:
         """The operand's controller exits at start without its own CRDs; say so plainly."""
@@ -102,25 +162,25 @@ class Preflight:
                 "cannot start without them. They ship in the operator's bundle: reinstall the "
                 "operator through OLM (or apply them); the operator continues by itself once "
                 "they exist", subject=f"CustomResourceDefinition {missing[0]}",
-                inspect=f"kubectl get crd -l {OPERAND_CRD_LABEL}")
+                inspect=f"kubectl get crd -l {OPERAND_CRD_LABEL}",
+                holds=deployments("controller", "webhook", "cert-controller"))
 
-    async def missing_operating_namespace(self, config: EffectiveConfig,
-                                          ) -> MissingDependencyError | None:
-        """The problem if operatingNamespace names a namespace that does not exist. Unlike
-        the checks above it does not stop the pass: only the objects that go into that
-        namespace wait, everything else is installed."""
+    async def _check_operating_namespace(self, config: EffectiveConfig) -> None:
+        """operatingNamespace naming a namespace that does not exist: only the objects that go
+        into that namespace wait."""
         namespace = config.operating_namespace
         if namespace is None or namespace == config.namespace:
-            return None
+            return
         path = f"/api/v1/namespaces/{namespace}"
         if await self.kube.get(path, accept=PARTIAL_METADATA) is not None:
-            return None
-        return MissingDependencyError(
+            return
+        raise MissingDependencyError(
             "OperatingNamespaceNotFound", f"{ESC_APP}.operatingNamespace",
             f'namespace "{namespace}" does not exist. Create it, or set operatingNamespace to '
             "an existing namespace; the controller's Role and RoleBinding go there. Everything "
             "else is installed, and the controller watches nothing until then",
-            subject=f"Namespace {namespace}", inspect="kubectl get namespaces")
+            subject=f"Namespace {namespace}", inspect="kubectl get namespaces",
+            holds=lambda ref: ref.namespace == namespace)
 
     async def _check_cert_manager(self, config: EffectiveConfig) -> None:
         settings = config.cert_manager
@@ -139,7 +199,8 @@ class Preflight:
                     f"serve {CERT_MANAGER_CRDS[kind]} ({CERT_MANAGER_API}). Install "
                     "cert-manager; the operator continues by itself once its CRDs exist",
                     subject=f"CustomResourceDefinition {CERT_MANAGER_CRDS[kind]}",
-                    inspect=f"kubectl get crd {CERT_MANAGER_CRDS[kind]}")
+                    inspect=f"kubectl get crd {CERT_MANAGER_CRDS[kind]}",
+                    holds=_cert_manager_dependants(config))
         resource = await self.discovery.require(CERT_MANAGER_API, settings.issuer_kind)
         name = settings.issuer_name or ""
         namespace = config.namespace if resource.namespaced else None
@@ -153,7 +214,7 @@ class Preflight:
                 "immutable); until then the built-in cert-controller keeps serving the webhook "
                 "certificate and nothing is removed",
                 subject=f"{settings.issuer_kind} {f'{namespace}/' if namespace else ''}{name}",
-                inspect=f"kubectl get {listing}")
+                inspect=f"kubectl get {listing}", holds=_cert_manager_dependants(config))
 
     async def _check_bitwarden_secret(self, config: EffectiveConfig) -> None:
         name = config.bitwarden.tls_secret_name or ""
@@ -165,7 +226,8 @@ class Preflight:
                 "BitwardenSecretNotFound", field,
                 f'Secret "{name}" not found in namespace "{namespace}". Create it with the keys '
                 f"tls.crt, tls.key and ca.crt, {_bitwarden_alternative(config)}",
-                subject=f"Secret {namespace}/{name}", inspect=f"kubectl get secrets -n {namespace}")
+                subject=f"Secret {namespace}/{name}", inspect=f"kubectl get secrets -n {namespace}",
+                holds=deployments("bitwarden"))
         missing = [key for key in BITWARDEN_TLS_KEYS if key not in keys]
         if missing:
             raise MissingDependencyError(
@@ -175,7 +237,8 @@ class Preflight:
                 "and ca.crt (the CA that signed it). Add the missing keys to the Secret; the "
                 "operator continues by itself once they are there",
                 subject=f"Secret {namespace}/{name}",
-                inspect=f"kubectl describe secret -n {namespace} {name}")  # key names, no values
+                inspect=f"kubectl describe secret -n {namespace} {name}",  # key names only
+                holds=deployments("bitwarden"))
 
     async def _secret_keys(self, path: str) -> frozenset[str] | None:
         """The key names of a Secret (None if it does not exist). Kubernetes cannot list a
@@ -220,8 +283,8 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
         specs.add(WatchSpec("v1", "ConfigMap", config.namespace, any_change=True,
                             field_selector=f"metadata.name={config.trusted_ca.config_map_name}"))
     bitwarden = config.bitwarden
-    if bitwarden.enabled and not bitwarden.issue_certificate:
-        specs.add(WatchSpec("v1", "Secret", config.namespace,
+    if bitwarden.enabled:  # its arrival, and every renewal or rotation (facts.py rolls the pods)
+        specs.add(WatchSpec("v1", "Secret", config.namespace, any_change=True,
                             field_selector=f"metadata.name={bitwarden.tls_secret_name}"))
     return specs
 

@@ -295,14 +295,13 @@ class Reconciler:
             # A Namespace the operator did not create is used as it is (never adopted).
             await self._write([o for o in observed
                                     if o.ref.kind == "Namespace" and not o.foreign], writes)
-            await self.preflight.check(config)
-            # A missing operating namespace holds back only what goes into it.
-            deferred = await self.preflight.missing_operating_namespace(config)
-            applied = await self._write([
-                o for o in observed if o.ref.kind != "Namespace"
-                and (deferred is None or o.ref.namespace != config.operating_namespace)], writes)
-            if deferred is not None:  # degraded: nothing is deleted
-                raise deferred
+            # A missing dependency holds back only what depends on it; the rest is applied.
+            missing = await self.preflight.check(config)
+            waiting = [o.ref for o in observed if any(p.holds(o.ref) for p in missing)]
+            applied = await self._write([o for o in observed if o.ref.kind != "Namespace"
+                                         and o.ref not in waiting], writes)
+            if missing:  # degraded: nothing is deleted
+                raise missing[0].holding(waiting)
             operand = await self._operand_readiness(config, applied)
             held = await self._cert_controller_held(config, applied)
             await self._prune(desired, writes, held)

@@ -20,9 +20,10 @@ manifests/operand/README.md):
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Final
 
-from manager.config import EffectiveConfig, ProxySettings, WorkloadSettings
+from manager.config import EffectiveConfig, LoadedSource, ProxySettings, WorkloadSettings
 from manager.render import labels
 from manager.render.alerts import monitoring_context
 from manager.render.components import (
@@ -84,6 +85,15 @@ USER_CA_ENV: Final = {"name": "SSL_CERT_DIR",
                       "value": ":".join((*SYSTEM_CERT_DIRECTORIES, USER_CA_MOUNT_PATH))}
 # The workloads that call the secret providers, and so get the trusted CA bundle.
 CALLING_OUT: Final = frozenset({"controller", "bitwarden"})
+# What each workload's process reads once, at start, from a mounted source (Go reads its
+# root CAs once; bitwarden-sdk-server its key pair). Everything else mounted is reloaded by
+# the process itself (the webhook's serving certificate: controller-runtime's certificate
+# watcher) or not read at all. A change of these sources' content rolls exactly these pods.
+LOADED_ONCE: Final[dict[str, tuple[LoadedSource, ...]]] = {
+    "controller": ("trusted-ca", "proxy-ca"),
+    "bitwarden": ("trusted-ca", "proxy-ca", "bitwarden-tls"),
+}
+LOADED_CONTENT_ANNOTATION: Final = "operator.openshift.io/loaded-content-hash"
 
 # The Deployment names (also the PodDisruptionBudgets').
 DEPLOYMENT_NAMES: Final = {"controller": "external-secrets", "webhook": "external-secrets-webhook",
@@ -152,6 +162,17 @@ def controller_args(config: EffectiveConfig) -> list[str]:
 def _spread_across_nodes(selector: dict[str, str]) -> list[dict[str, Any]]:
     return [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
              "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector}}]
+
+
+def loaded_content_annotations(config: EffectiveConfig, workload: str | None,
+                               ) -> dict[str, str]:
+    """The pod template annotation that changes with the content `workload` loads once."""
+    digests = [f"{source}={config.loaded_once[source]}"
+               for source in LOADED_ONCE.get(workload or "", ()) if source in config.loaded_once]
+    if not digests:
+        return {}
+    combined = hashlib.sha256(";".join(digests).encode()).hexdigest()[:16]
+    return {LOADED_CONTENT_ANNOTATION: combined}
 
 
 def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str, Any]]:
@@ -235,6 +256,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "controller_args": controller_args(config),
         "monitoring": monitoring_context(config),
         "pod": {
+            "annotations": loaded_content_annotations(config, workload_name),
             "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
             "node_selector": workload.node_selector,
             "affinity": workload.affinity,

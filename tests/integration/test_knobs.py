@@ -234,3 +234,68 @@ async def test_replicas_left_to_kubectl_scale_when_asked(kube: Kube, esc: EscHan
         assert deployment["spec"]["replicas"] == 2
 
     await eventually(annotated_and_still_scaled, RECONFIGURE)
+
+
+async def test_a_rotated_then_deleted_ca(kube: Kube, esc: EscHandle,
+                                        start_operator: StartOperator,
+                                        user_objects: UserObjects) -> None:
+    """The trustedCABundle ConfigMap rotated while the stack runs: the controller (which reads
+    it once, at start) rolls, the webhook does not. Then deleted: the controller's
+    Deployment is held back as it is, and Degraded says so; everything else is still
+    repaired: a deleted webhook Deployment comes back."""
+    configmap = f"/api/v1/namespaces/{NAMESPACE}/configmaps/private-ca"
+
+    async def put_ca(pem: str) -> None:
+        await kube.apply(configmap, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "private-ca", "namespace": NAMESPACE},
+            "data": {"ca.pem": pem}}, field_manager="integration-tests")
+
+    await put_ca("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n")
+    await install(start_operator, esc, {**BASE, "appConfig": {"trustedCABundle": {
+        "configMapName": "private-ca", "key": "ca.pem"}}})
+    first = await kube.get(_deployment_path("external-secrets"))
+    webhook = await kube.get(_deployment_path("external-secrets-webhook"))
+    assert first is not None
+    assert webhook is not None
+
+    await put_ca("-----BEGIN CERTIFICATE-----\nrotated\n-----END CERTIFICATE-----\n")
+
+    async def rolled() -> dict[str, Any]:
+        found = await kube.get(_deployment_path("external-secrets"))
+        assert found is not None
+        assert found["metadata"]["generation"] > first["metadata"]["generation"]
+        return found
+
+    controller = await eventually(rolled, RECONFIGURE)
+    annotation = "operator.openshift.io/loaded-content-hash"
+    assert (controller["spec"]["template"]["metadata"]["annotations"][annotation]
+            != first["spec"]["template"]["metadata"]["annotations"][annotation])
+    await wait_condition(esc, "Ready", "True", timeout=90)
+    still = await kube.get(_deployment_path("external-secrets-webhook"))
+    assert still is not None
+    assert still["metadata"]["generation"] == webhook["metadata"]["generation"]
+
+    await kube.delete(configmap)
+    degraded = await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound")
+    assert "spec.appConfig.trustedCABundle.configMapName" in degraded["message"]
+    assert (f"Held back until then: Deployment {NAMESPACE}/external-secrets; everything else "
+            "is applied") in degraded["message"]
+    assert (await esc.get())["status"]["failure"]["object"] == f"ConfigMap {NAMESPACE}/private-ca"
+
+    await kube.delete(_deployment_path("external-secrets-webhook"))
+
+    async def webhook_back() -> None:
+        found = await kube.get(_deployment_path("external-secrets-webhook"))
+        assert found is not None, "the webhook Deployment was not re-created"
+        assert found["metadata"]["uid"] != webhook["metadata"]["uid"]
+
+    await eventually(webhook_back, RECONFIGURE)
+    # The held Deployment was left as it was: still mounting the ConfigMap.
+    held = await kube.get(_deployment_path("external-secrets"))
+    assert held is not None
+    assert held["metadata"]["generation"] == controller["metadata"]["generation"]
+    assert "private-ca" in str(held["spec"]["template"]["spec"]["volumes"])
+    condition = await esc.condition("Degraded")
+    assert condition is not None
+    assert condition["reason"] == "TrustedCABundleNotFound"

@@ -24,9 +24,12 @@ from manager.controllers.crd_annotator import (
 )
 from manager.controllers.failures import api_outcome, config_outcome, failed_outcome
 from manager.controllers.preflight import (
+    CALLING_OUT,
     MissingDependencyError,
     _bitwarden_alternative,
+    _cert_manager_dependants,
     dependency_watches,
+    deployments,
 )
 from manager.controllers.reconciler import CHILD_WATCHES, PassReport
 from manager.controllers.status import Outcome, OutcomeKind
@@ -149,14 +152,19 @@ def test_a_referenced_bitwarden_secret_is_watched_by_name() -> None:
     app = {"bitwardenSecretManagerProvider": {"enabled": "true",
                                               "secretRef": {"name": "bw-tls"}}}
     specs = dependency_watches(config(app, namespace="es"))
-    assert WatchSpec("v1", "Secret", "es", field_selector="metadata.name=bw-tls") in specs
+    assert WatchSpec("v1", "Secret", "es", field_selector="metadata.name=bw-tls",
+                     any_change=True) in specs
 
 
-def test_a_bitwarden_certificate_we_issue_is_no_dependency() -> None:
+def test_a_bitwarden_certificate_we_issue_is_watched_for_its_renewals() -> None:
+    # No dependency (preflight does not wait for it), but bitwarden-sdk-server loads it once:
+    # each renewal must reach the pass that rolls its pods.
     app = {**CERT_MANAGER, "bitwardenSecretManagerProvider": {"enabled": "true"},
            "certManagerConfig": {**CERT_MANAGER["certManagerConfig"],
                                  "addInjectorAnnotations": "true"}}
-    assert not any(spec.kind == "Secret" for spec in dependency_watches(config(app)))
+    secrets = [spec for spec in dependency_watches(config(app)) if spec.kind == "Secret"]
+    assert [(s.field_selector, s.any_change) for s in secrets] == [
+        ("metadata.name=bitwarden-tls-certs", True)]
 
 
 def test_without_the_ca_injector_the_issued_webhook_secret_is_watched() -> None:
@@ -171,6 +179,39 @@ def test_a_missing_dependency_names_the_field() -> None:
                                    'Issuer "ca" not found', subject="Issuer es/ca",
                                    inspect="kubectl get issuers -n es")
     assert str(error) == 'spec.appConfig.certManagerConfig.issuerRef: Issuer "ca" not found'
+
+
+def test_a_held_back_problem_names_what_waits_and_that_the_rest_is_applied() -> None:
+    error = MissingDependencyError("TrustedCABundleNotFound", "spec.appConfig.trustedCABundle",
+                                   "not found", subject="ConfigMap es/ca", inspect="kubectl")
+    refs = [ObjectRef("apps/v1", "Deployment", "es", f"d{i}") for i in range(5)]
+    assert str(error.holding(refs[:1])) == ("spec.appConfig.trustedCABundle: not found. Held "
+                                            "back until then: Deployment es/d0; everything "
+                                            "else is applied")
+    assert "Deployment es/d2 and 2 more; everything" in str(error.holding(refs))
+    assert error.holding(refs).reason == error.reason
+
+
+def _held(config: EffectiveConfig, holds: Any) -> set[tuple[str, str]]:
+    return {(ref.kind, ref.name) for ref in map(ObjectRef.of, render_operand(config).objects())
+            if holds(ref)}
+
+
+def test_a_missing_ca_or_secret_holds_only_the_deployments_that_mount_it() -> None:
+    bitwarden = {"bitwardenSecretManagerProvider": {"enabled": "true",
+                                                    "secretRef": {"name": "tls"}}}
+    assert _held(config(bitwarden), deployments(*CALLING_OUT)) == {
+        ("Deployment", "external-secrets"), ("Deployment", "bitwarden-sdk-server")}
+    assert _held(config(bitwarden), deployments("bitwarden")) == {
+        ("Deployment", "bitwarden-sdk-server")}
+
+
+def test_missing_cert_manager_holds_what_would_switch_to_its_certificate() -> None:
+    settings = config(CERT_MANAGER)
+    assert _held(settings, _cert_manager_dependants(settings)) == {
+        ("Certificate", "external-secrets-webhook"), ("Deployment", "external-secrets-webhook"),
+        ("ValidatingWebhookConfiguration", "externalsecret-validate"),
+        ("ValidatingWebhookConfiguration", "secretstore-validate")}
 
 
 def test_the_bitwarden_message_suggests_only_what_the_api_server_accepts() -> None:

@@ -15,11 +15,13 @@ from manager.config import (
     Images,
     OperatorEnvironment,
     ProxySettings,
+    TrustedCA,
     Versions,
     effective_config,
 )
 from manager.render import APPLY_ORDER, DesiredState, render_operand
 from manager.render.context import (
+    LOADED_CONTENT_ANNOTATION,
     OPERAND_LOG_LEVELS,
     RESTRICTED_CONTAINER_SECURITY_CONTEXT,
     template_context,
@@ -522,3 +524,39 @@ def test_the_operators_own_policy_names_are_the_reserved_ones() -> None:
     rendered = {obj["metadata"]["name"] for s in (state, with_cert_manager)
                 for obj in s.objects() if obj["kind"] == "NetworkPolicy"}
     assert rendered == set(OPERATOR_NETWORK_POLICIES)
+
+
+# --- content loaded once: a rotation rolls exactly the pods that read it --------------------
+
+
+def _pod_annotations(config: EffectiveConfig) -> dict[str, dict[str, str]]:
+    return {obj["metadata"]["name"]: obj["spec"]["template"]["metadata"].get("annotations") or {}
+            for obj in render_operand(config).objects() if obj["kind"] == "Deployment"}
+
+
+def test_a_rotated_source_rolls_only_the_pods_that_load_it_once() -> None:
+    base = EffectiveConfig(
+        bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw"), images=BITWARDEN_IMAGES,
+        trusted_ca=TrustedCA(config_map_name="ca"),
+        loaded_once={"trusted-ca": "a", "bitwarden-tls": "b"})
+    before = _pod_annotations(base)
+    assert set(before["external-secrets"]) == {LOADED_CONTENT_ANNOTATION}
+    assert set(before["bitwarden-sdk-server"]) == {LOADED_CONTENT_ANNOTATION}
+    # The webhook reloads its certificate itself; the cert-controller loads nothing once.
+    assert before["external-secrets-webhook"] == {}
+    assert before["external-secrets-cert-controller"] == {}
+
+    rotated_ca = _pod_annotations(base.model_copy(update={
+        "loaded_once": {"trusted-ca": "a2", "bitwarden-tls": "b"}}))
+    assert rotated_ca["external-secrets"] != before["external-secrets"]
+    assert rotated_ca["bitwarden-sdk-server"] != before["bitwarden-sdk-server"]
+    assert rotated_ca["external-secrets-webhook"] == {}
+
+    renewed = _pod_annotations(base.model_copy(update={
+        "loaded_once": {"trusted-ca": "a", "bitwarden-tls": "b2"}}))
+    assert renewed["external-secrets"] == before["external-secrets"]
+    assert renewed["bitwarden-sdk-server"] != before["bitwarden-sdk-server"]
+
+
+def test_without_loaded_content_no_annotation_appears() -> None:
+    assert all(not annotations for annotations in _pod_annotations(EffectiveConfig()).values())
