@@ -271,7 +271,7 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
         namespace = config.namespace if settings.issuer_kind == "Issuer" else None
         specs.add(WatchSpec(CERT_MANAGER_API, settings.issuer_kind, namespace,
                             field_selector=f"metadata.name={settings.issuer_name}"))
-    if settings.operator_fills_ca_bundle:  # its ca.crt goes into the webhooks (facts.py)
+    if settings.enabled:  # its ca.crt goes into the webhooks (facts.py) or is checked there
         specs.add(WatchSpec("v1", "Secret", config.namespace, any_change=True,
                             field_selector=f"metadata.name={WEBHOOK_SECRET_CERT_MANAGER}"))
     if config.monitoring.enabled:  # their arrival (or removal) changes what is rendered

@@ -3,22 +3,36 @@
 After a pass has applied everything, Ready needs more than "accepted by the API server":
 
 - every Deployment has rolled out its current generation and all its replicas are available;
-- every webhook of both ValidatingWebhookConfigurations carries a `caBundle` (the API server
-  cannot call a webhook it cannot trust);
+- every webhook of both ValidatingWebhookConfigurations carries a `caBundle` that includes the
+  CA of the certificate the webhook serves (the API server cannot call a webhook it cannot
+  trust): a caBundle that is merely present may be stale, left by an earlier certificate
+  source or planted by anyone;
 - every Certificate the operator asked cert-manager for is Ready.
 
 What is not yet so is *awaited* (Progressing). Two states need the administrator and are
-*problems* (Degraded): a Deployment past its progress deadline, and pods the scheduler cannot
-place. Each message names the object and the cause, taken from the object's own status and,
+*problems* (Degraded): a Deployment past its progress deadline, pods the scheduler cannot
+place, and a caBundle that has not trusted the served certificate for TRUST_GRACE_SECONDS.
+Each message names the object and the cause, taken from the object's own status and,
 for a Deployment that is not available, from its pods.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
+import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from manager.kube import JsonObject
+
+# How long a caBundle may lag behind the served certificate before the administrator is
+# told (its filler, the cert-controller or cert-manager's CA injector, needs seconds).
+TRUST_GRACE_SECONDS = 120.0
+_PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 SCHEDULING_FIELDS = ("spec.appConfig.nodeSelector, affinity and tolerations (or the "
                      "ExternalSecretsManager's globalConfig)")
@@ -139,14 +153,62 @@ def pods_summary(pods: Sequence[JsonObject]) -> str:
     return ""
 
 
-def webhook_readiness(configuration: JsonObject, filled_by: str) -> Readiness:
-    missing = [w.get("name", "?") for w in configuration.get("webhooks") or []
-               if not (w.get("clientConfig") or {}).get("caBundle")]
-    if not missing:
+@dataclass(frozen=True)
+class ServingCA:
+    """The CA of the certificate the webhook serves: `ca.crt` of the Secret its pods mount
+    (base64, as the API carries it), that Secret, and when it last changed (epoch seconds)."""
+
+    ca: str
+    secret: str
+    changed: float
+
+
+def certificates(bundle: str) -> frozenset[bytes]:
+    """The DER certificates of a base64 PEM bundle (a caBundle, a ca.crt); none if unreadable."""
+    try:
+        text = base64.b64decode(bundle, validate=True).decode("ascii")
+        return frozenset(ssl.PEM_cert_to_DER_cert(pem)
+                         for pem in _PEM_CERTIFICATE.findall(text))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return frozenset()
+
+
+def last_change(obj: JsonObject) -> float:
+    """When any field manager last wrote the object (epoch seconds; 0 if unknown)."""
+    times = [entry.get("time") for entry in obj.get("metadata", {}).get("managedFields") or []]
+    return max((datetime.fromisoformat(t).timestamp() for t in times if t), default=0.0)
+
+
+def webhook_readiness(configuration: JsonObject, filled_by: str,
+                      serving: ServingCA | None = None, now: float = 0.0) -> Readiness:
+    """Every webhook has a caBundle and, when the served CA is known, the caBundle includes
+    it; a mismatch is awaited, then a problem once it outlasts TRUST_GRACE_SECONDS after the
+    last change of the configuration or of the Secret."""
+    webhooks = configuration.get("webhooks") or []
+    bundles = {w.get("name", "?"): (w.get("clientConfig") or {}).get("caBundle") or ""
+               for w in webhooks}
+    where = f"ValidatingWebhookConfiguration {_where(configuration)}"
+    missing = [name for name, bundle in bundles.items() if not bundle]
+    if missing:
+        return Readiness(awaited=(
+            f"{where}: no caBundle yet for {', '.join(missing)} ({filled_by} fills it)",))
+    served = certificates(serving.ca) if serving else frozenset()
+    if serving is None or not served:
+        return Readiness()  # nothing to compare with: the presence check is all there is
+    stale = [name for name, bundle in bundles.items() if not served <= certificates(bundle)]
+    if not stale:
         return Readiness()
-    return Readiness(awaited=(
-        f"ValidatingWebhookConfiguration {_where(configuration)}: no caBundle yet for "
-        f"{', '.join(missing)} ({filled_by} fills it)",))
+    detail = (f"the caBundle of {', '.join(stale)} does not include the CA of the certificate "
+              f"the webhook serves ({serving.secret})")
+    since = max(serving.changed, last_change(configuration))
+    if now - since < TRUST_GRACE_SECONDS:
+        return Readiness(awaited=(f"{where}: {detail}; {filled_by} updates it",))
+    return Readiness(problems=(Problem(
+        "WebhookCABundleStale",
+        f"{where}: {detail}, so the API server cannot verify the webhook. "
+        f"{filled_by[0].upper()}{filled_by[1:]} fills it: check that it runs (its logs say "
+        "why it does not)", where,
+        f"kubectl get validatingwebhookconfiguration {_where(configuration)} -o yaml"),))
 
 
 def certificate_readiness(certificate: JsonObject) -> Readiness:

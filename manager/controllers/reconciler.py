@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,7 +85,7 @@ from manager.logs import brief
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
-from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.render.context import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER
 from manager.render.state import kind_rank, renderable_kinds
 from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
@@ -318,16 +319,34 @@ class Reconciler:
                                  applied: Sequence[ObjectResult]) -> readiness.Readiness:
         """What the applied objects' live state says about the operand (readiness.py)."""
         parts = []
+        serving = await self._serving_ca(config, applied)
         for result in applied:
             live = result.live or {}
             if result.ref.kind == "Deployment":
                 pods = await self._pods_of(live) if _pods_may_explain(live) else []
                 parts.append(readiness.deployment_readiness(live, pods))
             elif result.ref.kind == "ValidatingWebhookConfiguration":
-                parts.append(readiness.webhook_readiness(live, _ca_bundle_source(config)))
+                parts.append(readiness.webhook_readiness(live, _ca_bundle_source(config),
+                                                         serving, time.time()))
             elif result.ref.kind == "Certificate":
                 parts.append(readiness.certificate_readiness(live))
         return readiness.combine(parts)
+
+    async def _serving_ca(self, config: EffectiveConfig, applied: Sequence[ObjectResult],
+                          ) -> readiness.ServingCA | None:
+        """The CA of the certificate the webhook serves: `ca.crt` of the Secret its pods
+        mount (the cert-controller's, applied in this pass, or cert-manager's). Only that key
+        and the Secret's write times are kept; the private key goes with the response."""
+        name = WEBHOOK_SECRET_CERT_MANAGER if config.cert_manager.enabled else WEBHOOK_SECRET
+        secret = next((r.live for r in applied if r.ref.kind == "Secret"
+                       and r.ref.name == name), None)
+        if secret is None and config.cert_manager.enabled:
+            secret = await self.kube.get(f"/api/v1/namespaces/{config.namespace}/secrets/{name}")
+        ca = ((secret or {}).get("data") or {}).get("ca.crt")
+        if secret is None or not ca:
+            return None
+        return readiness.ServingCA(ca, f"Secret {config.namespace}/{name}",
+                                   readiness.last_change(secret))
 
     async def _pods_of(self, deployment: JsonObject) -> list[JsonObject]:
         """The pods of a Deployment that is not available (to say why)."""

@@ -162,13 +162,15 @@ def test_a_bitwarden_certificate_we_issue_is_watched_for_its_renewals() -> None:
     app = {**CERT_MANAGER, "bitwardenSecretManagerProvider": {"enabled": "true"},
            "certManagerConfig": {**CERT_MANAGER["certManagerConfig"],
                                  "addInjectorAnnotations": "true"}}
-    secrets = [spec for spec in dependency_watches(config(app)) if spec.kind == "Secret"]
-    assert [(s.field_selector, s.any_change) for s in secrets] == [
-        ("metadata.name=bitwarden-tls-certs", True)]
+    secrets = {(spec.field_selector, spec.any_change)
+               for spec in dependency_watches(config(app)) if spec.kind == "Secret"}
+    assert secrets == {("metadata.name=bitwarden-tls-certs", True),
+                       ("metadata.name=external-secrets-webhook-cm", True)}
 
 
-def test_without_the_ca_injector_the_issued_webhook_secret_is_watched() -> None:
-    # Its ca.crt becomes the webhooks' caBundle (controllers/facts.py).
+def test_the_issued_webhook_secret_is_watched() -> None:
+    # Its ca.crt becomes the webhooks' caBundle without the CA injector (controllers/facts.py),
+    # and is what the caBundle must include with it (readiness.py).
     secrets = {spec.field_selector for spec in dependency_watches(config(CERT_MANAGER))
                if spec.kind == "Secret"}
     assert secrets == {"metadata.name=external-secrets-webhook-cm"}

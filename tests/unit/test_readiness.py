@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import datetime
 from typing import Any
 
 from manager.controllers import readiness
@@ -80,6 +82,51 @@ def test_a_webhook_without_ca_bundle_is_awaited_and_says_who_fills_it() -> None:
     assert "secretstore-validate: no caBundle yet for b (the cert-controller fills it)" in text
     configuration["webhooks"][1]["clientConfig"]["caBundle"] = "YmFy"
     assert readiness.webhook_readiness(configuration, "the cert-controller").ready
+
+
+def _bundle(*bodies: bytes) -> str:
+    """A base64 caBundle of PEM blocks (the check compares DER bytes, not signatures)."""
+    pem = "".join(f"-----BEGIN CERTIFICATE-----\n{base64.b64encode(b).decode()}\n"
+                  "-----END CERTIFICATE-----\n" for b in bodies)
+    return base64.b64encode(pem.encode()).decode()
+
+
+def _configuration(bundle: str, written: str = "2026-01-01T00:00:00Z") -> JsonObject:
+    return {"metadata": {"name": "secretstore-validate",
+                         "managedFields": [{"manager": "cert-controller", "time": written}]},
+            "webhooks": [{"name": "a", "clientConfig": {"caBundle": bundle}}]}
+
+
+T0 = datetime.fromisoformat("2026-01-01T00:00:00Z").timestamp()
+
+
+def test_a_ca_bundle_must_include_the_ca_the_webhook_serves() -> None:
+    serving = readiness.ServingCA(_bundle(b"new-ca"), "Secret es/external-secrets-webhook", T0)
+    # Both CAs (a switch in progress) or the served one alone: trusted.
+    assert readiness.webhook_readiness(_configuration(_bundle(b"old-ca", b"new-ca")),
+                                       "the cert-controller", serving, T0 + 600).ready
+    assert readiness.webhook_readiness(_configuration(_bundle(b"new-ca")),
+                                       "the cert-controller", serving, T0 + 600).ready
+    # A stale CA: awaited at first (its filler needs a moment), then a problem naming it.
+    stale = _configuration(_bundle(b"old-ca"))
+    (text,) = readiness.webhook_readiness(stale, "the cert-controller", serving, T0 + 5).awaited
+    assert "does not include the CA of the certificate the webhook serves" in text
+    assert "(Secret es/external-secrets-webhook)" in text
+    (problem,) = readiness.webhook_readiness(stale, "the cert-controller", serving,
+                                             T0 + readiness.TRUST_GRACE_SECONDS + 1).problems
+    assert problem.reason == "WebhookCABundleStale"
+    assert problem.subject == "ValidatingWebhookConfiguration secretstore-validate"
+    assert "The cert-controller fills it" in problem.message
+    # The grace runs from the last write of either object.
+    later = readiness.ServingCA(serving.ca, serving.secret, T0 + 300)
+    assert readiness.webhook_readiness(stale, "x", later, T0 + 310).awaited
+
+
+def test_without_a_known_served_ca_only_presence_is_checked() -> None:
+    configuration = _configuration(_bundle(b"any"))
+    assert readiness.webhook_readiness(configuration, "x", None, T0 + 600).ready
+    unreadable = readiness.ServingCA("not base64!", "Secret es/x", T0)
+    assert readiness.webhook_readiness(configuration, "x", unreadable, T0 + 600).ready
 
 
 def test_certificates_are_ready_only_with_a_true_ready_condition() -> None:
