@@ -183,6 +183,8 @@ class Reconciler:
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
+        # The served CA by (Secret path, resourceVersion): a steady pass reads no Secret.
+        self._serving_ca_seen: tuple[_SecretVersion, readiness.ServingCA | None] | None = None
 
     # --- the pass -----------------------------------------------------------------------
 
@@ -335,18 +337,30 @@ class Reconciler:
     async def _serving_ca(self, config: EffectiveConfig, applied: Sequence[ObjectResult],
                           ) -> readiness.ServingCA | None:
         """The CA of the certificate the webhook serves: `ca.crt` of the Secret its pods
-        mount (the cert-controller's, applied in this pass, or cert-manager's). Only that key
-        and the Secret's write times are kept; the private key goes with the response."""
+        mount (the cert-controller's, applied in this pass, or cert-manager's). The Secret is
+        read whole only when its resourceVersion moved (the cache keeps metadata), and only
+        `ca.crt` and its write times are kept: the private key goes with the response."""
         name = WEBHOOK_SECRET_CERT_MANAGER if config.cert_manager.enabled else WEBHOOK_SECRET
+        path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
         secret = next((r.live for r in applied if r.ref.kind == "Secret"
                        and r.ref.name == name), None)
         if secret is None and config.cert_manager.enabled:
-            secret = await self.kube.get(f"/api/v1/namespaces/{config.namespace}/secrets/{name}")
-        ca = ((secret or {}).get("data") or {}).get("ca.crt")
-        if secret is None or not ca:
+            secret = await self.kube.get(path, accept=PARTIAL_METADATA)
+        if secret is None:
             return None
-        return readiness.ServingCA(ca, f"Secret {config.namespace}/{name}",
-                                   readiness.last_change(secret))
+        seen = (path, secret["metadata"].get("resourceVersion"))
+        if "data" not in secret:
+            if self._serving_ca_seen is not None and self._serving_ca_seen[0] == seen:
+                return self._serving_ca_seen[1]
+            secret = await self.kube.get(path)
+            if secret is None:
+                return None
+            seen = (path, secret["metadata"].get("resourceVersion"))
+        ca = (secret.get("data") or {}).get("ca.crt")
+        serving = (readiness.ServingCA(ca, f"Secret {config.namespace}/{name}",
+                                       readiness.last_change(secret)) if ca else None)
+        self._serving_ca_seen = (seen, serving)
+        return serving
 
     async def _pods_of(self, deployment: JsonObject) -> list[JsonObject]:
         """The pods of a Deployment that is not available (to say why)."""
@@ -497,6 +511,8 @@ class Reconciler:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+_SecretVersion = tuple[str, str | None]  # a Secret's path and resourceVersion
 
 
 def _check_ownership(observed: Sequence[Observed], config: EffectiveConfig) -> None:

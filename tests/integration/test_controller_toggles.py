@@ -6,6 +6,7 @@ import asyncio
 import base64
 import logging
 import re
+import subprocess
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -152,9 +153,19 @@ async def remove_cert_manager_crds(kube: Kube) -> None:
     await eventually(gone, timeout=60)
 
 
+def another_ca(directory: Path) -> str:
+    """A self-signed CA certificate no component uses, base64 as a caBundle carries it."""
+    key, cert = directory / "stale.key", directory / "stale.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=stale-ca",
+                    "-days", "1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return base64.b64encode(cert.read_bytes()).decode()
+
+
 async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: StartOperator, *,
                                user_objects: UserObjects, crd_dir: Path,
-                               cert_manager: CertManager) -> None:
+                               cert_manager: CertManager, tmp_path: Path) -> None:
     """The real cert-manager (controller and CA injector) issues the webhook certificate."""
     namespace = SCENARIO_NAMESPACES["cert-manager"]
     await remove_cert_manager_crds(kube)  # so that cert-manager arrives while the operator runs
@@ -253,6 +264,21 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
     await eventually(annotator_status)
 
     # With the injector, cert-manager's cainjector fills the caBundle: Ready again.
+    await wait_condition(esc, "Ready", "True", timeout=60)
+
+    # A stale caBundle (the injector stopped, another CA planted) is not trusted: Ready goes
+    # False and the message names the configuration and the Secret whose CA it lacks; the
+    # injector back, it fills the right CA and the stack is Ready again.
+    cert_manager.stop()
+    await kube.request("PATCH", f"{WEBHOOKS}/secretstore-validate", body=[
+        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
+         "value": another_ca(tmp_path)}], content_type="application/json-patch+json")
+    stale = await wait_condition(esc, "Ready", "False", timeout=30)
+    assert ("ValidatingWebhookConfiguration secretstore-validate: the caBundle of "
+            "validate.secretstore.external-secrets.io does not include the CA of the "
+            f"certificate the webhook serves (Secret {namespace}/external-secrets-webhook-cm)"
+            ) in stale["message"]
+    cert_manager.start()
     await wait_condition(esc, "Ready", "True", timeout=60)
 
     # Switched off again: the annotation the operator applied is released (removed), and the
