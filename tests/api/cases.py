@@ -10,7 +10,8 @@ A suite file:
         initial: {spec: {...}}             # the object without apiVersion/kind/metadata
         expected: {spec: {...}}            # the object as stored, defaults included
         # or
-        expectedError: "spec.x: Invalid value: ...: message"   # substring of the server's error
+        expectedError: "spec.x: Invalid value: ...: message"   # substring of the server's error,
+                                                               # starting with the field path
       onUpdate:
       - name: ...
         initial: {spec: {...}}             # created for real first (must be accepted)
@@ -18,7 +19,10 @@ A suite file:
         expected: {...}  or  expectedError: "..."
 
 `expected` is compared with the whole stored object minus apiVersion, kind and metadata, so
-an unexpected default or a pruned field fails the case. Long strings are written with the
+an unexpected default or a pruned field fails the case. `expectedError` starts with the field
+path the server names (`spec.a.b[0].c: `, `metadata.name: `, or `<nil>: ` for a rule on the
+whole object), so a case cannot pass on the right message about the wrong field; the loader
+refuses a case without one. Long strings are written with the
 `!expand` tag: `!expand "{a*253}.example.com"` repeats `a` 253 times.
 """
 
@@ -33,6 +37,10 @@ import yaml
 
 SUITE_DIR = Path(__file__).resolve().parent
 _REPEAT = re.compile(r"\{(?P<text>[^{}*]+)\*(?P<times>[0-9]+)\}")
+# A field path as the API server prints it in front of a field error: `spec.a.b[0].c[key]`,
+# or `<nil>` for the object itself (a rule on the root without a fieldPath).
+FIELD_PATH = re.compile(
+    r"(?P<path><nil>|(?:metadata|spec|status)(?:\.[^.\[\]:\s]+|\[[^\]]+\])*): ")
 # The kinds the suites may test, with their resource plurals.
 PLURALS = {
     "ExternalSecretsConfig": "externalsecretsconfigs",
@@ -91,12 +99,22 @@ def _case(suite: str, kind: str, operation: str, raw: dict[str, Any]) -> Case:
                          "expected/expectedError")
     if (operation == "onUpdate") != ("updated" in raw):
         raise ValueError(f"{suite}: case {raw['name']!r}: 'updated' belongs to onUpdate cases")
+    if "expectedError" in raw and error_path(raw["expectedError"]) is None:
+        raise ValueError(f"{suite}: case {raw['name']!r}: expectedError must start with the "
+                         f"field path the server names, such as 'spec.x: ' or '<nil>: '; "
+                         f"got {raw['expectedError']!r}")
     return Case(
         suite=suite, kind=kind, operation=operation, name=raw["name"],
         resource_name=raw.get("resourceName", "cluster"),
         initial=raw.get("initial") or {}, updated=raw.get("updated"),
         expected=raw.get("expected"), expected_error=raw.get("expectedError"),
     )
+
+
+def error_path(expected_error: str) -> str | None:
+    """The field path an expected error starts with, None when it starts with none."""
+    match = FIELD_PATH.match(expected_error)
+    return match["path"] if match else None
 
 
 def load_cases(directory: Path = SUITE_DIR) -> list[Case]:

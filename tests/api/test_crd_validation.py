@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from manager.api.docs import EXAMPLES
 from manager.kube import ApiError, Kube
 from manager.paths import REPO_ROOT
-from tests.api.cases import Case, load_cases, stored_body
+from tests.api.cases import Case, error_path, load_cases, stored_body
 from tests.conftest import Cluster
 
 CRD_DIR = REPO_ROOT / "manifests" / "crds"
@@ -120,6 +122,38 @@ def test_the_suite_is_large_enough() -> None:
     assert len(CASES) >= 80
     kinds_and_operations = {(c.kind, c.operation) for c in CASES}
     assert len(kinds_and_operations) == 4
+
+
+def test_every_expected_error_names_its_field_path() -> None:
+    """A rejection is matched with the field the server blames, not only its message."""
+    rejected = [c for c in CASES if c.expected_error is not None]
+    assert rejected
+    assert [c.id for c in rejected if error_path(c.expected_error or "") is None] == []
+
+
+@pytest.mark.parametrize("expected_error", [
+    "Unsupported value", "Required value: x", "configMapName: Required value",
+    "spec.a.b in body should be at least 1 chars long", "spec.a.b"])
+def test_the_loader_refuses_an_expected_error_without_its_field_path(
+        expected_error: str, tmp_path: Path) -> None:
+    suite = {"kind": "ExternalSecretsConfig",
+             "tests": {"onCreate": [{"name": "n", "initial": {},
+                                     "expectedError": expected_error}]}}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    with pytest.raises(ValueError, match="must start with the field path"):
+        load_cases(tmp_path)
+
+
+@pytest.mark.parametrize("expected_error", [
+    "spec.a.b: Required value", "spec.a[0].b[kubernetes.io/os]: Invalid value",
+    "metadata.name: Invalid value", '<nil>: Invalid value: "object": x'])
+def test_the_loader_takes_an_expected_error_with_its_field_path(
+        expected_error: str, tmp_path: Path) -> None:
+    suite = {"kind": "ExternalSecretsConfig",
+             "tests": {"onCreate": [{"name": "n", "initial": {},
+                                     "expectedError": expected_error}]}}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    assert [c.expected_error for c in load_cases(tmp_path)] == [expected_error]
 
 
 @pytest.mark.parametrize("title", list(EXAMPLES))

@@ -6,12 +6,13 @@ tests hold the models to the same data:
 - parsing the object as sent gives the same result as parsing it as stored (the models'
   defaults are the CRD's defaults, applied at the same places);
 - every structural rejection (bounds, enums, required fields) outside the core/v1 types is
-  also a model validation error.
+  also a model validation error, located at the field the server names.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from manager.api import (
     MetaCondition,
 )
 from manager.api.crd import crds
-from tests.api.cases import Case, load_cases
+from tests.api.cases import Case, error_path, load_cases
 
 MODELS: dict[str, type[BaseModel]] = {
     "ExternalSecretsConfig": ExternalSecretsConfig,
@@ -45,8 +46,22 @@ def _structural_outside_core(case: Case) -> bool:
     error = case.expected_error
     if error is None or not any(e in error for e in STRUCTURAL_ERRORS):
         return False
-    path = error.split(":")[0].split(" ")[0]
+    path = error_path(error)
+    assert path is not None  # the loader refuses an expected error without its path
     return not any(f in path for f in INSIDE_CORE_FIELDS)
+
+
+_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def _loc(path: str) -> tuple[str | int, ...]:
+    """The server's field path as a pydantic error location:
+    `spec.a[0].b[key]` -> ("spec", "a", 0, "b", "key")."""
+    parts: list[str | int] = []
+    for match in _PATH_PART.finditer(path):
+        name, index = match.groups()
+        parts.append(name if index is None else int(index) if index.isdigit() else index)
+    return tuple(parts)
 
 
 STRUCTURALLY_REJECTED = [c for c in CASES if _structural_outside_core(c)]
@@ -98,8 +113,19 @@ def test_model_defaults_equal_the_server_defaults(case: Case) -> None:
 
 @pytest.mark.parametrize("case", STRUCTURALLY_REJECTED, ids=[c.id for c in STRUCTURALLY_REJECTED])
 def test_structural_rejections_are_model_errors_too(case: Case) -> None:
-    with pytest.raises(ValidationError):
+    assert case.expected_error is not None
+    path = error_path(case.expected_error)
+    assert path is not None
+    with pytest.raises(ValidationError) as caught:
         MODELS[case.kind].model_validate(_sent(case))
+    assert [e["loc"] for e in caught.value.errors()] == [_loc(path)]
+
+
+def test_server_paths_become_pydantic_locations() -> None:
+    assert _loc("spec.appConfig.logLevel") == ("spec", "appConfig", "logLevel")
+    assert _loc("spec.features[0].name") == ("spec", "features", 0, "name")
+    assert _loc("spec.appConfig.nodeSelector[kubernetes.io/os]") == (
+        "spec", "appConfig", "nodeSelector", "kubernetes.io/os")
 
 
 def test_the_parity_checks_cover_enough_cases() -> None:
@@ -125,8 +151,9 @@ def test_json_names_are_the_seed_names() -> None:
 def test_models_accept_python_names_and_are_frozen() -> None:
     config = ControllerConfig(namespace="ns", labels={"a": "b"})
     assert _dump(config) == {"namespace": "ns", "labels": {"a": "b"}}
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as caught:
         config.namespace = "other"  # type: ignore[misc]
+    assert [e["loc"] for e in caught.value.errors()] == [("namespace",)]
 
 
 def test_condition_follows_metav1_condition() -> None:
@@ -135,5 +162,6 @@ def test_condition_follows_metav1_condition() -> None:
     assert _dump(MetaCondition.model_validate(good)) == good
     for bad in ({"status": "Yes"}, {"reason": ""}, {"reason": "not a reason"},
                 {"type": "-bad"}, {"observedGeneration": -1}):
-        with pytest.raises(ValidationError):
+        with pytest.raises(ValidationError) as caught:
             MetaCondition.model_validate({**good, **bad})
+        assert [e["loc"] for e in caught.value.errors()] == [tuple(bad)]
