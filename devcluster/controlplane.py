@@ -36,6 +36,10 @@ from manager.paths import REPO_ROOT
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
 BUILD_TOOL = REPO_ROOT / "hack" / "build-tool.sh"
 LOOPBACK = "127.0.0.1"
+SERVICE_CIDR = "10.0.0.0/24"
+# The `kubernetes` Service's ClusterIP (the first address of SERVICE_CIDR) and port: pods reach
+# the API server there, as on a cluster (netns.PodNetwork relays it as kube-proxy would).
+KUBERNETES_SERVICE = ("10.0.0.1", 443)
 ADMIN_USER = "admin"
 STATE_FILE = "state.json"
 # One line of metadata per request, written when the response is complete.
@@ -108,14 +112,17 @@ def _openssl(*args: str) -> None:
 
 
 def _make_pki(directory: Path) -> None:
-    """A throw-away CA, a serving certificate for 127.0.0.1 and a service-account key."""
+    """A throw-away CA, a serving certificate for 127.0.0.1 and the `kubernetes` Service, and
+    a service-account key."""
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     _openssl("req", "-x509", *ec, "-keyout", f"{directory}/ca.key", "-out", f"{directory}/ca.crt",
              "-days", "3650", "-subj", "/CN=eso-local-ca")
     _openssl("req", *ec, "-keyout", f"{directory}/serving.key", "-out", f"{directory}/serving.csr",
              "-subj", "/CN=kube-apiserver")
     ext = directory / "serving.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    names = ",".join((f"IP:{LOOPBACK}", f"IP:{KUBERNETES_SERVICE[0]}", "DNS:localhost",
+                      "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc"))
+    ext.write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
     _openssl("x509", "-req", "-in", f"{directory}/serving.csr", "-CA", f"{directory}/ca.crt",
              "-CAkey", f"{directory}/ca.key", "-CAcreateserial", "-days", "3650",
              "-extfile", str(ext), "-out", f"{directory}/serving.crt")
@@ -251,7 +258,7 @@ class LocalControlPlane:
             f"--tls-cert-file={d / 'serving.crt'}",
             f"--tls-private-key-file={d / 'serving.key'}",
             f"--token-auth-file={d / 'tokens.csv'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             "--authorization-mode=RBAC",
             f"--service-account-issuer=https://{LOOPBACK}:{self.api_port}",

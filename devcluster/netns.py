@@ -125,6 +125,8 @@ class PodNetwork:
 
     pod_ip: str | None
     api: tuple[str, int]  # the API server's loopback address
+    service: tuple[str, int] | None = None
+    """The `kubernetes` Service's ClusterIP and port, relayed to `api` inside the pod."""
     pause: subprocess.Popen[bytes] | None = None
     namespace_fd: int = -1
     _listeners: list[socket.socket] = field(default_factory=list)
@@ -136,7 +138,8 @@ class PodNetwork:
 
     def start(self) -> None:
         """Create the namespace (lo up, with the pod IP) and the relay to the API server."""
-        address = f"ip addr add {self.pod_ip}/32 dev lo && " if self.pod_ip else ""
+        addresses = [ip for ip in (self.pod_ip, self.service and self.service[0]) if ip]
+        address = "".join(f"ip addr add {ip}/32 dev lo && " for ip in addresses)
         script = (f"ip link set lo up && {address}echo up && exec sleep infinity >/dev/null")
         self.pause = subprocess.Popen(
             ["unshare", "--net", "--", "setpriv", "--pdeathsig=KILL", "--", "sh", "-c", script],
@@ -147,6 +150,8 @@ class PodNetwork:
                 raise OSError(f"the network namespace of {self.pod_ip} did not come up")
         self.namespace_fd = os.open(self.path, os.O_RDONLY)
         self._relay(_listen(self.api, self.namespace_fd), self.api, None)
+        if self.service is not None:  # as kube-proxy would: ClusterIP -> the API server
+            self._relay(_listen(self.service, self.namespace_fd), self.api, None)
 
     def expose(self, port: int) -> None:
         """Relay `<podIP>:port` of the cluster's namespace into the pod."""

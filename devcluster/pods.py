@@ -5,8 +5,10 @@ The simulated cluster has no container runtime. For each container whose image i
 pod's own arguments (unchanged), environment, volumes and user, in the pod's own network
 namespace (netns.py). Everything that differs from a kubelet is decided here, in one place:
 
-1. **The API server is on loopback.** `KUBERNETES_SERVICE_HOST`/`_PORT` point at its
-   loopback address (relayed into the pod) instead of the `kubernetes` Service's ClusterIP.
+1. **The API server is behind the `kubernetes` Service, as on a cluster.**
+   `KUBERNETES_SERVICE_HOST`/`_PORT` name its ClusterIP (10.0.0.1:443), which the runner
+   relays inside the pod to the API server, as kube-proxy would (netns.py); so a proxy in
+   the environment captures API traffic here exactly when it would on a cluster.
 2. **Volumes are directories.** Secret, ConfigMap, downward-API and projected volumes are
    written to a staging directory and bind-mounted at their `mountPath` inside a private
    mount namespace (see runner.py); `/tmp` and `/run` are fresh per pod, as in a container.

@@ -47,6 +47,7 @@ from typing import Any
 
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
+from devcluster.controlplane import KUBERNETES_SERVICE
 from devcluster.netns import PodNetwork
 from devcluster.pods import (
     ImageEntry,
@@ -344,7 +345,8 @@ class PodSupervisor(threading.Thread):
         pod_dir = f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
         self.directory = runner.state_dir / "pods" / pod_dir
         self.volumes = Volumes(runner.api, pod, self.directory / "volumes")
-        self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port))
+        self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port),
+                                  KUBERNETES_SERVICE)
         self._exposed: set[int] = set()
         self.init_containers = [Container(c, init=True)
                                 for c in pod["spec"].get("initContainers") or []]
@@ -436,7 +438,7 @@ class PodSupervisor(threading.Thread):
             return
         try:
             spec = launch(self.pod, container.spec, entry, self.lookup,
-                          api_host=self.runner.api_host, api_port=self.runner.api_port)
+                          api_host=KUBERNETES_SERVICE[0], api_port=KUBERNETES_SERVICE[1])
             script = mount_script(spec, self.volumes.root)
         except LaunchError as error:
             logger.info("pod %s: %s cannot start: %s", self.key, container.spec["name"], error)

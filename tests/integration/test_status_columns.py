@@ -157,15 +157,17 @@ async def test_each_failure_replaces_the_one_before_field_by_field(
         assert failure["response"].startswith("422 ")
         assert "refused by the test's admission policy" in failure["response"]
 
+        # A missing ConfigMap holds back only the controller's Deployment: the webhook's is
+        # still applied and still refused, until the policy goes.
         await esc.patch_spec({"appConfig": {"trustedCABundle": {
             "configMapName": "eso-it-missing-ca", "key": "ca-bundle.crt"}}})
-        await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound")
-        failure = (await esc.get())["status"]["failure"]
-        assert failure == {"object": f"ConfigMap {namespace}/eso-it-missing-ca",
-                           "inspect": f"kubectl get configmaps -n {namespace}"}
     finally:
         await kube.delete(BINDING)
         await kube.delete(POLICY)
+    await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound", timeout=90)
+    failure = (await esc.get())["status"]["failure"]
+    assert failure == {"object": f"ConfigMap {namespace}/eso-it-missing-ca",
+                       "inspect": f"kubectl get configmaps -n {namespace}"}
 
     await esc.patch_spec({"appConfig": {"trustedCABundle": None}})
     await wait_condition(esc, "Ready", "True", timeout=90)
