@@ -47,7 +47,12 @@ from manager.api.patterns import (
     is_reserved_label_key,
     is_shared_namespace,
 )
-from manager.api.rules import OPERATOR_NETWORK_POLICIES
+from manager.api.rules import (
+    CERT_CONTROLLER_RENEW_AHEAD,
+    CERT_CONTROLLER_REQUEUE_INTERVAL,
+    LOOKAHEAD_MARGIN,
+    OPERATOR_NETWORK_POLICIES,
+)
 
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
@@ -63,6 +68,20 @@ KNOWN_FEATURES: frozenset[str] = frozenset({OPERAND_MONITORING})
 # cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
 MINIMUM_CERTIFICATE_DURATION = "1h"
 MINIMUM_RENEW_BEFORE = "5m"
+
+# The webhook's --lookahead-interval (docs/configuration.md, "Webhook certificate lifetimes").
+# Every --check-interval the webhook checks that its certificate is still valid at now +
+# lookahead and exits when it is not (cmd/controller/webhook.go, v0.16.2 and v1.3.2), so the
+# lookahead must end before the issuer renews: lookahead = renew-ahead - checkInterval -
+# LOOKAHEAD_MARGIN, and at least checkInterval (so that a certificate that really expires is
+# still caught one check before it does).
+# - cert-manager renews certificateRenewBefore ahead of expiry;
+# - the cert-controller renews when its certificate is no longer valid 90 days ahead
+#   (crds.LookaheadInterval), checked every --crd-requeue-interval (rendered as 5m), so at
+#   the latest 2160h - 5m ahead of expiry.
+# The margin covers the issuance (cert-manager's CA issuers take seconds) and the kubelet
+# updating the mounted Secret (about a minute), with room for a retry.
+# The numbers live in manager/api/rules.py, whose CEL rules refuse the same combinations.
 
 IssuerKind = Literal["Issuer", "ClusterIssuer"]
 ISSUER_KINDS: dict[str, IssuerKind] = {"issuer": "Issuer", "clusterissuer": "ClusterIssuer"}
@@ -154,6 +173,16 @@ class CertManagerSettings(_Frozen):
     @property
     def operator_fills_ca_bundle(self) -> bool:
         return self.enabled and not self.add_injector_annotations
+
+    @property
+    def renew_ahead(self) -> int:
+        """Nanoseconds before expiry by which the webhook certificate is renewed at the
+        latest: certificateRenewBefore with cert-manager, the cert-controller's 90 days less
+        one of its requeue intervals without."""
+        if self.enabled:
+            return kube_values.parse_go_duration(self.renew_before)
+        return (kube_values.parse_go_duration(CERT_CONTROLLER_RENEW_AHEAD)
+                - kube_values.parse_go_duration(CERT_CONTROLLER_REQUEUE_INTERVAL))
 
 
 class MonitoringSettings(_Frozen):
@@ -311,6 +340,9 @@ class EffectiveConfig(_Frozen):
     enabled)."""
     images: Images = Images()
     versions: Versions = Versions()
+    ignored_settings: tuple[str, ...] = ()
+    """Settings of the spec that have no effect, each with its field and the reason
+    (status.ignoredSettings)."""
     hidden_global_settings: tuple[str, ...] = ()
     """ExternalSecretsManager globalConfig settings that have no effect because the
     ExternalSecretsConfig's appConfig sets them too, with another value."""
@@ -325,6 +357,13 @@ class EffectiveConfig(_Frozen):
     loaded_once: dict[LoadedSource, str] = {}
     """A cluster fact: a digest of the content of each mounted source that a process reads
     only when it starts (see render.context.LOADED_ONCE); a change rolls those pods."""
+
+    @property
+    def webhook_lookahead_interval(self) -> str:
+        """The webhook's --lookahead-interval (see LOOKAHEAD_MARGIN)."""
+        return kube_values.format_go_duration(webhook_lookahead(
+            self.cert_manager.renew_ahead,
+            kube_values.parse_go_duration(self.webhook_check_interval)))
 
     @model_validator(mode="before")
     @classmethod
@@ -383,6 +422,8 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
     glob = esm.global_config if esm is not None else None
     namespace = _namespace(esc, env)
     cert_manager = _cert_manager(app.cert_manager_config if app else None)
+    check_interval = _webhook_check_interval(app)
+    _check_lookahead(cert_manager, check_interval)
     bitwarden = _bitwarden(app, cert_manager)
     return EffectiveConfig(
         namespace=namespace,
@@ -394,7 +435,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         cert_manager=cert_manager,
         bitwarden=bitwarden,
         monitoring=MonitoringSettings(enabled=feature_enabled(esm, OPERAND_MONITORING)),
-        webhook_check_interval=_webhook_check_interval(app),
+        webhook_check_interval=check_interval,
         resources=_resources(app, glob),
         affinity=_affinity(app, glob),
         tolerations=_tolerations(app, glob),
@@ -404,6 +445,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         images=_images(env, bitwarden),
         versions=_versions(env),
         hidden_global_settings=hidden_global_settings(app, glob),
+        ignored_settings=ignored_budgets(esc.controller_config),
         annotations=_annotations(esc.controller_config),
         workloads={workload: _workload(workload, esc.controller_config, app, glob)
                    for workload in WORKLOADS},
@@ -545,6 +587,33 @@ def _webhook_check_interval(app: ApplicationConfig | None) -> str:
     if nanoseconds <= 0:
         raise ConfigError(field, "must be longer than zero, e.g. '5m'")
     return kube_values.format_go_duration(nanoseconds)
+
+
+def webhook_lookahead(renew_ahead: int, check_interval: int) -> int:
+    """The webhook's lookahead in nanoseconds: renew-ahead - checkInterval - margin."""
+    return renew_ahead - check_interval - kube_values.parse_go_duration(LOOKAHEAD_MARGIN)
+
+
+def _check_lookahead(cert_manager: CertManagerSettings, check_interval: str) -> None:
+    """The lifetimes must leave a lookahead of at least one check interval (the CRD refuses
+    the same at admission; this catches objects stored before the rule)."""
+    interval = kube_values.parse_go_duration(check_interval)
+    if webhook_lookahead(cert_manager.renew_ahead, interval) >= interval:
+        return
+    check = f"{ESC_APP}.webhookConfig.certificateCheckInterval"
+    if cert_manager.enabled:
+        raise ConfigError(
+            f"{ESC_APP}.certManagerConfig.certificateRenewBefore",
+            f"must be at least twice {check} plus {LOOKAHEAD_MARGIN} "
+            f"({cert_manager.renew_before} < 2 x {check_interval} + {LOOKAHEAD_MARGIN}): the "
+            "webhook checks every check interval that its certificate is valid that far "
+            "ahead, and would exit before cert-manager renews it; raise "
+            "certificateRenewBefore or lower certificateCheckInterval")
+    raise ConfigError(
+        check, f"must be at most ({CERT_CONTROLLER_RENEW_AHEAD} - "
+               f"{CERT_CONTROLLER_REQUEUE_INTERVAL} - {LOOKAHEAD_MARGIN}) / 2 with the "
+               "built-in cert-controller, which renews the webhook certificate 90 days before "
+               "it expires; lower certificateCheckInterval")
 
 
 def _cert_manager(config: CertManagerConfig | None) -> CertManagerSettings:
@@ -784,6 +853,39 @@ def _component_config(controller: ControllerConfig | None,
     return None
 
 
+def _check_budget(min_available: int | None, replicas: int | None, path: str) -> None:
+    """A budget that would be rendered and can never allow an eviction (the CRD refuses the
+    same at admission; this catches objects stored before the rules)."""
+    field = f"{path}.deploymentConfigs.podDisruptionBudget.minAvailable"
+    if not min_available:
+        return
+    if replicas is None:
+        raise ConfigError(field, "cannot be above 0 when manageReplicas is 'false': the "
+                                 "operator does not know how many pods run; use "
+                                 "podDisruptionBudget.maxUnavailable")
+    if replicas > 1 and min_available >= replicas:  # one replica: not rendered, reported
+        raise ConfigError(field, f"must be lower than replicas ({replicas}), or no pod could "
+                                 "ever be evicted (node drains would hang)")
+
+
+def ignored_budgets(controller: ControllerConfig | None) -> tuple[str, ...]:
+    """The podDisruptionBudgets asked for that are not rendered (one replica), each with the
+    field and the reason, for status.ignoredSettings."""
+    ignored = []
+    for index, entry in enumerate((controller.component_configs if controller else None) or []):
+        deployment = entry.deployment_configs
+        if deployment is None or deployment.pod_disruption_budget is None:
+            continue
+        if deployment.manage_replicas == "false" or (deployment.replicas or 1) > 1:
+            continue
+        ignored.append(
+            f"{ESC_CONTROLLER}.componentConfigs[{index}].deploymentConfigs."
+            f"podDisruptionBudget: not rendered: {entry.component_name} runs 1 replica and a "
+            "PodDisruptionBudget could only block node drains; set replicas to 2 or more to "
+            "get one, or remove podDisruptionBudget")
+    return tuple(ignored)
+
+
 def _workload(workload: Workload, controller: ControllerConfig | None,
               app: ApplicationConfig | None, glob: GlobalConfig | None) -> WorkloadSettings:
     """One Deployment's settings: scheduling and resources by `_pick` (component >
@@ -797,6 +899,8 @@ def _workload(workload: Workload, controller: ControllerConfig | None,
     elif deployment is not None and deployment.replicas is not None:
         replicas = deployment.replicas
     budget = deployment.pod_disruption_budget if deployment else None
+    if budget is not None and component is not None:
+        _check_budget(budget.min_available, replicas, component[1])
     disruption_budget = None
     if budget is not None and (budget.max_unavailable is not None
                                or budget.min_available is not None):

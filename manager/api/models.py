@@ -198,7 +198,10 @@ class WebhookConfig(ApiModel):
     certificate_check_interval: Duration = "5m"
     """CertificateCheckInterval is for configuring the polling interval to check the certificate
     validity: a duration such as "5m" or "1h30m" (1 to 32 characters), the webhook's
-    `--check-interval`. Default: "5m"."""
+    `--check-interval`. The operator renders the webhook's `--lookahead-interval` as the
+    renew-ahead of the certificate less this interval and 10m; with cert-manager it must be
+    at most (certificateRenewBefore - 10m) / 2, with the built-in cert-controller at most
+    1079h52m30s. Default: "5m"."""
 
     failure_policy: Literal["Fail", "Ignore"] | None = None
     """failurePolicy is what the API server does with an ExternalSecret, SecretStore or
@@ -272,7 +275,9 @@ class CertManagerConfig(ApiModel):
 
     certificate_renew_before: Duration = "30m"
     """certificateRenewBefore is the ahead time to renew the webhook certificate
-    before expiry: a duration of at least 5m, shorter than certificateDuration. Default:
+    before expiry: a duration of at least 5m, shorter than certificateDuration, and with
+    cert-manager enabled at least twice webhookConfig.certificateCheckInterval plus 10m (the
+    webhook's lookahead is certificateRenewBefore - certificateCheckInterval - 10m). Default:
     "30m"."""
 
 
@@ -355,7 +360,8 @@ class PodDisruptionBudgetConfig(ApiModel):
 
     min_available: Annotated[int | None, Field(ge=0, le=9), Schema(fmt="int32")] = None
     """minAvailable is how many of the component's pods must stay up during a voluntary
-    disruption: 0 to 9, lower than replicas. Default: none."""
+    disruption: 0 to 9, lower than replicas (1 when unset), and 0 when manageReplicas is
+    "false" (the operator cannot know the pod count; use maxUnavailable). Default: none."""
 
 
 class DeploymentConfig(ApiModel):
@@ -374,15 +380,18 @@ class DeploymentConfig(ApiModel):
     """manageReplicas "false" leaves the Deployment's replicas to someone else (a
     HorizontalPodAutoscaler, `kubectl scale`): the operator stops setting the field, so the
     value they set stays. The operator then renders a PodDisruptionBudget only if
-    podDisruptionBudget is set. Cannot be combined with replicas. Default: "true"."""
+    podDisruptionBudget is set (maxUnavailable, or minAvailable 0). Cannot be combined with
+    replicas. Default: "true"."""
 
     revision_history_limit: Annotated[int | None, Field(ge=1, le=50), Schema(fmt="int32")] = 10
     """revisionHistoryLimit is the number of old ReplicaSets the Deployment keeps for
     rollbacks: 1 to 50. Default: 10."""
 
     pod_disruption_budget: PodDisruptionBudgetConfig | None = None
-    """podDisruptionBudget sets the component's PodDisruptionBudget. Default: maxUnavailable 1
-    while replicas is more than 1, no PodDisruptionBudget otherwise."""
+    """podDisruptionBudget sets the component's PodDisruptionBudget. With one replica no
+    budget is rendered (it could only block node drains) and status.ignoredSettings says so.
+    Default: maxUnavailable 1 while replicas is more than 1, no PodDisruptionBudget
+    otherwise."""
 
 
 class ControllerTuning(ApiModel):
@@ -682,6 +691,13 @@ class ExternalSecretsConfigStatus(ApiModel):
 
     failure: Failure | None = None
     """failure describes what made the last pass fail; absent once a pass succeeds."""
+
+    ignored_settings: Annotated[list[str] | None, Schema(list_type="atomic")] = None
+    """ignoredSettings lists the settings of the spec that have no effect, each as its field
+    path, "not rendered:" and the reason and fix (for example a podDisruptionBudget of a
+    component that runs one replica). They do not make the ExternalSecretsConfig non-Ready;
+    the operator also logs a warning when the list changes. Absent when every setting is in
+    effect."""
 
 
 class ExternalSecretsConfig(ApiModel):

@@ -144,6 +144,65 @@ EXTERNAL_SECRETS_MANAGER = (ESM_SINGLETON,)
 
 # --- ExternalSecretsConfig.spec -------------------------------------------------------------
 
+# Added: the webhook's lookahead (manager/config.py, LOOKAHEAD_MARGIN) is the renew-ahead less
+# one check interval and a 10m margin, and must be at least one check interval. The defaults
+# apply where the API server has not put them (webhookConfig absent: 5m). Malformed values
+# are left to the fields' own rule.
+_CM = "self.certManagerConfig"
+_CHECK = "self.webhookConfig.certificateCheckInterval"
+_HAS_CHECK = f"(has(self.webhookConfig) && has({_CHECK}))"
+_CHECK_INTERVAL = f"duration({_HAS_CHECK} ? {_CHECK} : '5m')"
+_CHECK_MALFORMED = f"({_HAS_CHECK} && !{_CHECK}.matches('{_GO_DURATION}'))"
+_CERT_MANAGER_ON = f"(has({_CM}) && has({_CM}.enabled) && {_CM}.enabled == 'true')"
+LOOKAHEAD_MARGIN = "10m"
+CERT_CONTROLLER_RENEW_AHEAD = "2160h"
+CERT_CONTROLLER_REQUEUE_INTERVAL = "5m"
+WEBHOOK_LIFETIMES = (
+    Rule(
+        rule=(
+            f"!{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
+            f"(has({_CM}.certificateRenewBefore) && "
+            f"!{_CM}.certificateRenewBefore.matches('{_GO_DURATION}')) || "
+            f"duration(has({_CM}.certificateRenewBefore) ? {_CM}.certificateRenewBefore "
+            f": '30m') >= {_CHECK_INTERVAL} + {_CHECK_INTERVAL} + "
+            f"duration('{LOOKAHEAD_MARGIN}')"
+        ),
+        message=(
+            "certManagerConfig.certificateRenewBefore must be at least twice "
+            "webhookConfig.certificateCheckInterval (default 5m) plus 10m: the webhook "
+            "checks every check interval that its certificate is still valid "
+            "certificateRenewBefore - certificateCheckInterval - 10m ahead, and exits when "
+            "it is not, so a shorter certificateRenewBefore makes it exit before cert-manager "
+            "renews the certificate"
+        ),
+        origin="added",
+        note=(
+            "The operator renders the webhook's --lookahead-interval as certificateRenewBefore "
+            "- certificateCheckInterval - 10m; below one check interval the webhook either "
+            "exits before the renewal or misses an expiry."
+        ),
+    ),
+    Rule(
+        rule=(
+            f"{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
+            f"{_CHECK_INTERVAL} + {_CHECK_INTERVAL} + duration('{LOOKAHEAD_MARGIN}') + "
+            f"duration('{CERT_CONTROLLER_REQUEUE_INTERVAL}') <= "
+            f"duration('{CERT_CONTROLLER_RENEW_AHEAD}')"
+        ),
+        message=(
+            "webhookConfig.certificateCheckInterval must be at most 1079h52m30s with the "
+            "built-in cert-controller, which renews the webhook certificate 90 days (2160h) "
+            "before it expires: the webhook's lookahead, 2160h - 5m - "
+            "certificateCheckInterval - 10m, must be at least one check interval"
+        ),
+        origin="added",
+        note=(
+            "The operator renders the webhook's --lookahead-interval as 2160h - 5m - "
+            "certificateCheckInterval - 10m with the cert-controller."
+        ),
+    ),
+)
+
 # Added (the reference's C2 with our field names): bitwarden-sdk-server needs a TLS key pair,
 # from secretRef or from cert-manager; with neither it can never start.
 APPLICATION_CONFIG = (
@@ -166,6 +225,7 @@ APPLICATION_CONFIG = (
             "with neither it can never start (the reference operator's rule, our field names)."
         ),
     ),
+    *WEBHOOK_LIFETIMES,
 )
 
 CERT_MANAGER_CONFIG = (
@@ -477,6 +537,8 @@ OVERRIDE_ENV = (
 )
 
 _PDB = "self.deploymentConfigs.podDisruptionBudget"
+_UNMANAGED_REPLICAS = ("(has(self.deploymentConfigs.manageReplicas) && "
+                       "self.deploymentConfigs.manageReplicas == 'false')")
 COMPONENT_CONFIG = (
     Rule(
         rule="!has(self.tuning) || self.componentName == 'ExternalSecretsCoreController'",
@@ -485,11 +547,26 @@ COMPONENT_CONFIG = (
     ),
     Rule(
         rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
-              f"!has({_PDB}.minAvailable) || !has(self.deploymentConfigs.replicas) || "
-              f"{_PDB}.minAvailable < self.deploymentConfigs.replicas"),
-        message=("podDisruptionBudget.minAvailable must be lower than replicas, or no pod "
-                 "could ever be evicted (node drains would hang)"),
-        origin="added", note="A budget that allows no eviction blocks every node drain.",
+              f"!has({_PDB}.minAvailable) || {_UNMANAGED_REPLICAS} || "
+              f"{_PDB}.minAvailable < (has(self.deploymentConfigs.replicas) ? "
+              "self.deploymentConfigs.replicas : 1)"),
+        message=("podDisruptionBudget.minAvailable must be lower than replicas (1 when "
+                 "unset), or no pod could ever be evicted (node drains would hang)"),
+        origin="added",
+        note=("A budget that allows no eviction blocks every node drain; replicas defaults "
+              "to 1."),
+    ),
+    Rule(
+        rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
+              f"!has({_PDB}.minAvailable) || !{_UNMANAGED_REPLICAS} || "
+              f"{_PDB}.minAvailable == 0"),
+        message=("podDisruptionBudget.minAvailable cannot be above 0 when manageReplicas is "
+                 "'false': the operator does not know how many pods run, and minAvailable "
+                 "as high as the pod count (1 pod, minAvailable 1) blocks every node drain; "
+                 "use podDisruptionBudget.maxUnavailable"),
+        origin="added",
+        note=("With manageReplicas 'false' the budget is rendered whatever the replica count; "
+              "only maxUnavailable (or minAvailable 0) always allows an eviction."),
     ),
 )
 

@@ -32,7 +32,8 @@ from manager.render.components import CERT_CONTROLLER_APP
 # Every EffectiveConfig field is named in "why" of the Applied Event when it changes, by the
 # spec's name (camelCased) unless the spec calls it otherwise; these fields have rules of
 # their own (_switches, the bitwarden line, _cert_manager_changes) or are not settings.
-_OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings"})
+_OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings",
+                        "ignored_settings"})
 _SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",
                "egress_policies": "networkPolicies", "images": "the operand images",
                "versions": "the operand versions"}

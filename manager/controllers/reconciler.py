@@ -480,6 +480,9 @@ class Reconciler:
             return
         self._cached(ESC_KIND, await self.kube.merge_patch(
             f"{ESC_PATH}/status", {"status": patch}, field_manager=FIELD_MANAGER))
+        for setting in patch.get("ignoredSettings") or ():
+            logger.warning("action=ignore kind=ExternalSecretsConfig name=%s setting=%r",
+                           SINGLETON_NAME, setting)
         level = logging.WARNING if outcome.kind in (OutcomeKind.DEGRADED,
                                                     OutcomeKind.RETRYING) else logging.INFO
         logger.log(level, "action=status kind=ExternalSecretsConfig name=%s outcome=%s "

@@ -155,9 +155,9 @@ _IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKSer
 def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
     """The ESC's status fields besides the conditions (None removes one).
 
-    The namespace is recorded once the spec resolves; images and versions once a pass has
-    applied everything (they are then in effect); `failure` while a pass fails. Without a
-    configuration (an invalid spec) what was recorded stays."""
+    The namespace and the ignored settings are recorded once the spec resolves; images and
+    versions once a pass has applied everything (they are then in effect); `failure` while a
+    pass fails. Without a configuration (an invalid spec) what was recorded stays."""
     fields: dict[str, object] = {
         "failure": _whole(outcome.failure) if outcome.failure else None}
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
@@ -165,6 +165,7 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
     if config is None:
         return fields
     fields["operandNamespace"] = config.namespace
+    fields["ignoredSettings"] = list(config.ignored_settings) or None
     if outcome.applied:
         bitwarden = config.bitwarden.enabled
         fields.update({

@@ -7,7 +7,7 @@ manifests/operand/README.md):
     operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
     egress_policy.{name, egress} (provider-egress only),
     images.{external_secrets, bitwarden_sdk_server},
-    webhook.{check_interval, certificate_secret, annotations, ca_bundle},
+    webhook.{check_interval, lookahead_interval, certificate_secret, annotations, ca_bundle},
     cert_manager.{issuer_ref, duration, renew_before},
     bitwarden.{tls_secret_name},
     pod.{security_context, node_selector, affinity, tolerations, topology_spread_constraints,
@@ -229,6 +229,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         },
         "webhook": {
             "check_interval": config.webhook_check_interval,
+            "lookahead_interval": config.webhook_lookahead_interval,
             "certificate_secret": (WEBHOOK_SECRET_CERT_MANAGER if cert_manager.enabled
                                    else WEBHOOK_SECRET),
             "annotations": (

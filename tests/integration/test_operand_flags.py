@@ -91,6 +91,7 @@ def rendered() -> dict[str, set[str]]:
     assert {"namespace", "enable-cluster-store-reconciler", "client-qps",
             "store-requeue-interval"} <= flags[""]
     assert "enable-leader-election" in flags["certcontroller"]
+    assert {"check-interval", "lookahead-interval"} <= flags["webhook"]
     return flags
 
 

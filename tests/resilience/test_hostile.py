@@ -163,6 +163,17 @@ REJECTED = [
          rejected="must be a valid namespace name"),
     Case("check-interval-shell", esc_spec(webhookConfig={"certificateCheckInterval": "$(reboot)"}),
          rejected="must be a duration"),
+    Case("webhook-lifetimes-contradict",
+         esc_spec(webhookConfig={"certificateCheckInterval": "1h"},
+                  certManagerConfig={"enabled": "true", "issuerRef": {"name": "ca"}}),
+         rejected="certManagerConfig.certificateRenewBefore must be at least twice "
+                  "webhookConfig.certificateCheckInterval"),
+    Case("budget-blocks-every-drain",
+         {"controllerConfig": {**GOOD["controllerConfig"], "componentConfigs": [
+             {"componentName": "Webhook", "deploymentConfigs": {
+                 "manageReplicas": "false", "podDisruptionBudget": {"minAvailable": 1}}}]}},
+         rejected="podDisruptionBudget.minAvailable cannot be above 0 when manageReplicas is "
+                  "'false'"),
     Case("oversized-annotations", metadata={"annotations": {"hostile": "x" * 300_000}},
          rejected="metadata.annotations: Too long: may not be more than 262144 bytes"),
     Case("second-singleton", GOOD, name="evil",
@@ -407,7 +418,8 @@ async def test_cert_manager_requested_but_not_installed(hostile: Hostile, crd_di
 
 async def test_certificate_lifetime_below_cert_managers_minimum(hostile: Hostile) -> None:
     await replace_spec(hostile.kube, f"{ESC_API}/cluster", esc_spec(certManagerConfig={
-        **ISSUER, "certificateDuration": "45m", "certificateRenewBefore": "10m"}))
+        # renewBefore 20m: the least the webhook's lookahead rule admits (2 x 5m + 10m).
+        **ISSUER, "certificateDuration": "45m", "certificateRenewBefore": "20m"}))
     await wait_condition(hostile.kube, "Degraded", "True",
                          contains="spec.appConfig.certManagerConfig.certificateDuration",
                          reason="InvalidConfiguration")

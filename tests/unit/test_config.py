@@ -15,6 +15,7 @@ from manager.config import (
     ProxySettings,
     effective_config,
 )
+from manager.kube_values import parse_go_duration
 
 NO_ENV = OperatorEnvironment.from_environ({})
 PROXY_ENV = OperatorEnvironment.from_environ({
@@ -315,6 +316,100 @@ def test_a_disabled_cert_manager_config_changes_nothing() -> None:
     result = config(app(certManagerConfig={"enabled": "false",
                                            "issuerRef": {"name": "ca"}}))
     assert not result.cert_manager.enabled
+
+
+# --- the webhook's lookahead: renew-ahead - checkInterval - 10m, at least checkInterval ------
+
+
+@pytest.mark.parametrize(("spec", "lookahead"), [
+    ({}, "2159h40m0s"),                                     # 2160h - 5m - 5m - 10m
+    ({"webhookConfig": {"certificateCheckInterval": "1h"}}, "2158h45m0s"),
+    ({"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}, "15m0s"),
+    ({"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"},
+                            "certificateDuration": "2160h", "certificateRenewBefore": "360h"}},
+     "359h45m0s"),
+    ({"webhookConfig": {"certificateCheckInterval": "10m"},
+      "certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}, "10m0s"),
+    # cert-manager configured but disabled: the cert-controller's refresh counts.
+    ({"certManagerConfig": {"certificateRenewBefore": "5m"}}, "2159h40m0s"),
+])
+def test_the_webhook_lookahead_ends_before_the_issuer_renews(spec: dict[str, Any],
+                                                             lookahead: str) -> None:
+    assert config(app(**spec)).webhook_lookahead_interval == lookahead
+
+
+@pytest.mark.parametrize(("renew_before", "interval"), [
+    ("15m", "5m"), ("29m59s", "10m"), ("30m", "1h"), ("5m", "5m")])
+def test_cert_manager_lifetimes_that_would_stop_the_webhook_are_refused(
+        renew_before: str, interval: str) -> None:
+    error = config_error(app(
+        webhookConfig={"certificateCheckInterval": interval},
+        certManagerConfig={"enabled": "true", "issuerRef": {"name": "ca"},
+                           "certificateRenewBefore": renew_before}))
+    assert error.field == "spec.appConfig.certManagerConfig.certificateRenewBefore"
+    assert "spec.appConfig.webhookConfig.certificateCheckInterval" in error.message
+
+
+def test_a_check_interval_beyond_the_cert_controllers_refresh_is_refused() -> None:
+    assert config(app(webhookConfig={"certificateCheckInterval": "1079h52m30s"}))
+    error = config_error(app(webhookConfig={"certificateCheckInterval": "1079h52m31s"}))
+    assert error.field == "spec.appConfig.webhookConfig.certificateCheckInterval"
+    assert "cert-controller" in error.message
+
+
+def test_the_lookahead_is_never_shorter_than_the_check_interval() -> None:
+    for renew_before in ("20m", "30m", "1h", "360h"):
+        result = config(cert_manager(certificateRenewBefore=renew_before))
+        lookahead = parse_go_duration(result.webhook_lookahead_interval)
+        interval = parse_go_duration(result.webhook_check_interval)
+        assert interval <= lookahead
+        assert lookahead + interval + parse_go_duration("10m") == parse_go_duration(
+            renew_before)
+
+
+# --- disruption budgets ----------------------------------------------------------------------
+
+
+def components(*entries: dict[str, Any]) -> ExternalSecretsConfigSpec:
+    return esc({"controllerConfig": {"componentConfigs": list(entries)}})
+
+
+def test_a_budget_asked_for_one_replica_is_not_rendered_and_is_named() -> None:
+    result = config(components(
+        {"componentName": "Webhook",
+         "deploymentConfigs": {"podDisruptionBudget": {"maxUnavailable": 1}}},
+        {"componentName": "CertController",
+         "deploymentConfigs": {"replicas": 1, "podDisruptionBudget": {"minAvailable": 0}}},
+        {"componentName": "ExternalSecretsCoreController",
+         "deploymentConfigs": {"replicas": 3, "podDisruptionBudget": {"minAvailable": 2}}}))
+    assert result.workloads["webhook"].disruption_budget is None
+    assert result.workloads["cert-controller"].disruption_budget is None
+    assert result.workloads["controller"].disruption_budget is not None
+    assert [entry.split(":")[0] for entry in result.ignored_settings] == [
+        "spec.controllerConfig.componentConfigs[0].deploymentConfigs.podDisruptionBudget",
+        "spec.controllerConfig.componentConfigs[1].deploymentConfigs.podDisruptionBudget"]
+    assert "Webhook runs 1 replica" in result.ignored_settings[0]
+    assert config().ignored_settings == ()
+
+
+def test_an_unmanaged_replica_count_keeps_a_budget_that_allows_evictions() -> None:
+    result = config(components({"componentName": "Webhook", "deploymentConfigs": {
+        "manageReplicas": "false", "podDisruptionBudget": {"maxUnavailable": 1}}}))
+    assert result.workloads["webhook"].disruption_budget is not None
+    assert result.ignored_settings == ()
+
+
+@pytest.mark.parametrize("deployment", [
+    {"manageReplicas": "false", "podDisruptionBudget": {"minAvailable": 1}},
+    {"replicas": 2, "podDisruptionBudget": {"minAvailable": 2}},
+])
+def test_a_budget_that_allows_no_eviction_is_refused(deployment: dict[str, Any]) -> None:
+    """Stored before the CRD rules existed (the models do not run CEL): Degraded, naming
+    the field."""
+    spec = components({"componentName": "Webhook", "deploymentConfigs": deployment})
+    error = config_error(spec)
+    assert error.field == ("spec.controllerConfig.componentConfigs[0].deploymentConfigs."
+                           "podDisruptionBudget.minAvailable")
 
 
 # --- bitwarden ------------------------------------------------------------------------------

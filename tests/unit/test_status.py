@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
 from manager.controllers.status import (
     CONDITION_TYPES,
@@ -259,6 +260,30 @@ def test_esc_fields_record_what_is_in_effect_and_the_failure() -> None:
                                    "inspect": "kubectl get issuers -n es"}
     assert "externalSecretsImage" not in degraded  # not applied: what was in effect stays
     assert esc_fields(None, failed) == {"failure": degraded["failure"]}
+
+
+def test_a_budget_that_is_not_rendered_is_named_in_status_without_leaving_ready() -> None:
+    env = OperatorEnvironment.from_environ({})
+    spec = ExternalSecretsConfigSpec.model_validate({"controllerConfig": {"componentConfigs": [
+        {"componentName": "ExternalSecretsCoreController",
+         "deploymentConfigs": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 1}}},
+        {"componentName": "Webhook",
+         "deploymentConfigs": {"podDisruptionBudget": {"maxUnavailable": 1}}}]}})
+    config = effective_config(spec, None, env)
+    ready = Outcome(OutcomeKind.READY, "Reconciled", "ok", True)
+    fields = esc_fields(config, ready)
+    assert fields["ignoredSettings"] == [
+        "spec.controllerConfig.componentConfigs[1].deploymentConfigs.podDisruptionBudget: not "
+        "rendered: Webhook runs 1 replica and a PodDisruptionBudget could only block node "
+        "drains; set replicas to 2 or more to get one, or remove podDisruptionBudget"]
+    stored = status_after({}, esc_status_update({}, ready, 1, fields, T0))
+    assert {c["type"]: c["status"] for c in stored["conditions"]}["Ready"] == "True"
+    assert stored["ignoredSettings"] == fields["ignoredSettings"]
+    # Once the budget is removed (or replicas raised) the field goes.
+    plain = esc_fields(effective_config(None, None, env), ready)
+    assert plain["ignoredSettings"] is None
+    assert "ignoredSettings" not in status_after(stored, esc_status_update(
+        stored, ready, 1, plain, T1))
 
 
 def test_a_new_failure_replaces_every_field_of_the_one_before() -> None:
