@@ -71,6 +71,7 @@ SCENARIO_NAMESPACES = {
     "events": "eso-it-events",
     "columns": "eso-it-columns",
     "failure": "eso-it-failure",
+    "lifetimes": "eso-it-lifetimes",
     "process": "eso-it-process",
     "management": "eso-it-management",
     "plan": "eso-it-plan",
