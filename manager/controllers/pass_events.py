@@ -33,7 +33,9 @@ from manager.render.components import CERT_CONTROLLER_APP
 # spec's name (camelCased) unless the spec calls it otherwise; these fields have rules of
 # their own (_switches, the bitwarden line, _cert_manager_changes) or are not settings.
 _OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings",
-                        "ignored_settings"})
+                        "ignored_settings", "loaded_once"})
+_LOADED_NAMES = {"trusted-ca": "the trustedCABundle ConfigMap",
+                 "proxy-ca": "the proxy's CA bundle", "bitwarden-tls": "bitwarden's TLS Secret"}
 _SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",
                "egress_policies": "networkPolicies", "images": "the operand images",
                "versions": "the operand versions"}
@@ -114,6 +116,7 @@ def change_cause(previous: EffectiveConfig | None, current: EffectiveConfig,
         changes.append("bitwardenSecretManagerProvider changed")
     if previous.cert_manager.enabled and current.cert_manager.enabled:
         changes.extend(_cert_manager_changes(previous, current, writes))
+    changes.extend(_rotations(previous, current))
     return ", ".join(changes) or "repaired drift (objects were changed or deleted)"
 
 
@@ -128,6 +131,14 @@ def _switches(previous: EffectiveConfig, current: EffectiveConfig) -> list[str]:
         if was != now:
             changes.append(f"{name} switched {'on' if now else 'off'}")
     return changes
+
+
+def _rotations(previous: EffectiveConfig, current: EffectiveConfig) -> list[str]:
+    """Content loaded once that changed under the same settings (a source that comes or goes
+    follows from a setting, named above)."""
+    return [f"the content of {_LOADED_NAMES[source]} changed, so the pods that load it roll"
+            for source, digest in current.loaded_once.items()
+            if previous.loaded_once.get(source, digest) != digest]
 
 
 def _changed(name: str, before: Any, after: Any) -> str:

@@ -85,13 +85,18 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     await wait_condition(esc, "Ready", "True")
     installed = await wait_present(kube, namespace, plain)
 
-    # The TLS Secret is missing: Degraded naming the field and the fix; nothing changes.
+    # The TLS Secret is missing: Degraded naming the field, the fix and what waits for it;
+    # everything but bitwarden-sdk-server's Deployment (which would mount it) is applied.
     await esc.patch_spec({"appConfig": bitwarden["appConfig"]})
     degraded = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
     assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in degraded["message"]
     assert "bitwarden-tls" in degraded["message"]
+    assert (f"Held back until then: Deployment {namespace}/bitwarden-sdk-server; everything "
+            "else is applied") in degraded["message"]
     assert (await esc.condition("Ready") or {})["status"] == "False"
-    assert await present(kube, namespace) == installed
+    held = ("Deployment", namespace, "bitwarden-sdk-server")
+    assert held in bitwarden_only
+    installed = await wait_present(kube, namespace, with_bitwarden - {held}, absent={held})
 
     # The Secret appears as a plain kubernetes.io/tls Secret, without ca.crt: Degraded naming
     # the missing key; nothing changes, and no value of the Secret reaches the log.
@@ -115,6 +120,22 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     secret["data"]["ca.crt"] = sentinel
     await kube.apply(secret_path, secret, field_manager="integration-tests")
     await wait_present(kube, namespace, with_bitwarden)
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    server = await kube.request("GET", f"{deployments}/bitwarden-sdk-server")
+    controller = await kube.request("GET", f"{deployments}/external-secrets")
+
+    # A rotated key pair (bitwarden-sdk-server loads it once) rolls its pods, and only those.
+    secret["data"]["tls.crt"] = base64.b64encode(b"SENTINEL-rotated-certificate").decode()
+    await kube.apply(secret_path, secret, field_manager="integration-tests")
+
+    async def rolled() -> None:
+        now = await kube.request("GET", f"{deployments}/bitwarden-sdk-server")
+        assert now["metadata"]["generation"] > server["metadata"]["generation"]
+
+    await eventually(rolled, 30)
+    assert (await kube.request("GET", f"{deployments}/external-secrets"))["metadata"][
+        "generation"] == controller["metadata"]["generation"]
+    assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()]
     if simulated:
         waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
         assert f"Deployment {namespace}/bitwarden-sdk-server" in waiting["message"]

@@ -491,6 +491,12 @@ def test_the_cause_names_what_changed_since_the_last_converged_pass() -> None:
     assert pass_events.change_cause(plain, config(namespace="other"), created) == \
         "operand moved from namespace external-secrets to other"
     assert pass_events.change_cause(plain, plain, created).startswith("repaired drift")
+    # A rotation is named; a source that comes or goes with a setting is not.
+    loaded = bitwarden.model_copy(update={"loaded_once": {"bitwarden-tls": "a"}})
+    rotated = bitwarden.model_copy(update={"loaded_once": {"bitwarden-tls": "b"}})
+    assert pass_events.change_cause(loaded, rotated, created) == (
+        "the content of bitwarden's TLS Secret changed, so the pods that load it roll")
+    assert pass_events.change_cause(loaded, plain, deleted) == "bitwarden switched off"
     with_cert_manager = config(CERT_MANAGER)
     assert "cert-controller goes" in pass_events.change_cause(
         with_cert_manager, with_cert_manager, _results(Action.DELETED,
