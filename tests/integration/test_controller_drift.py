@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
+from manager.apply.results import ObjectRef
 from manager.kube import Kube
 from tests.integration.conftest import (
     ESM_PATH,
@@ -27,6 +31,8 @@ StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["drift"]
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets"
 REPAIR_SECONDS = 10.0
+# The reason a watch event of that Deployment gives a pass (manager.controllers.watches).
+CHURNED_REASON = "modified Deployment external-secrets"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -101,9 +107,12 @@ async def test_esm_label_reaches_every_managed_object(kube: Kube,
 
 
 async def test_foreign_labels_and_status_churn_cause_no_writes(
-        kube: Kube, installed: OperatorThread) -> None:
+        kube: Kube, installed: OperatorThread, caplog: pytest.LogCaptureFixture) -> None:
     """A label someone else adds is theirs (not reverted), and it makes the operator write
-    nothing."""
+    nothing. Status churn that Ready does not depend on (the messages and times of a
+    Deployment's conditions, rewritten on the status subresource) does not even start a pass,
+    and nothing is written either."""
+    caplog.set_level(logging.INFO, logger="manager.controllers.runtime")
     await installed.wait_idle()
     installed.log.requests.clear()
     before = installed.passes
@@ -115,6 +124,36 @@ async def test_foreign_labels_and_status_churn_cause_no_writes(
     assert installed.log.writes() == [], json.dumps(installed.log.writes())
     live = await kube.request("GET", DEPLOYMENT)
     assert live["metadata"]["labels"]["owner"] == "someone-else"
+
+    # Status churn: every condition's message and times change, nothing Ready reads does.
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{**condition, "message": f"churn: {condition.get('message', '')}",
+                   "lastUpdateTime": now} for condition in live["status"]["conditions"]]
+    assert conditions, live["status"]
+    first_record = len(caplog.records)
+    churned = await kube.request("PATCH", f"{DEPLOYMENT}/status",
+                                 content_type="application/merge-patch+json",
+                                 body={"status": {"conditions": conditions}})
+    assert churned["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]
+    assert churned["metadata"]["generation"] == live["metadata"]["generation"]
+
+    async def seen_by_the_watch() -> None:  # so the absence of a pass below means something
+        runtime = installed.runtime
+        assert runtime is not None
+        cached = runtime.cache.get(ObjectRef.of(live))
+        assert cached is not None
+        assert int(cached["metadata"]["resourceVersion"]) >= \
+            int(churned["metadata"]["resourceVersion"]), cached["metadata"]
+
+    await eventually(seen_by_the_watch, timeout=REPAIR_SECONDS)
+    await installed.wait_idle()
+    woken = [record.getMessage() for record in caplog.records[first_record:]
+             if "action=pass " in record.getMessage()
+             and CHURNED_REASON in record.getMessage().rpartition("reasons=")[2].split(",")]
+    assert woken == []
+    assert installed.log.writes() == [], json.dumps(installed.log.writes())
+    after = await kube.request("GET", DEPLOYMENT)
+    assert after["metadata"]["generation"] == live["metadata"]["generation"]
 
 
 async def _assert_passes_after(operator: OperatorThread, minimum: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.integration.conftest import EscHandle, eventually, managed_objects
 from tests.resilience.conftest import (
     AuditLog,
     Key,
+    OperatorProcess,
     Rounds,
     StartOperator,
     delete_esc,
@@ -162,6 +164,10 @@ async def test_operator_survives_an_api_server_restart(
 FIGHT_SECONDS = 10.0
 FIGHT_INTERVAL = 0.1
 MIN_PASS_INTERVAL = 0.2  # manager.controllers.queue.MIN_PASS_INTERVAL_SECONDS
+# The slow round: a writer far slower than the limiter, so the limiter bounds nothing and the
+# passes must be paid for by the foreign writes themselves (see the round's comments).
+SLOW_WRITES = 6
+SLOW_INTERVAL = 1.5
 # Beyond an idle pass: the repair, its Event, a status write of each custom resource, and
 # the pods of the Deployment mid-rollout (read to say why it is not available yet).
 PER_PASS_EXTRA = 5
@@ -176,6 +182,24 @@ def pass_count(log: str) -> int:
     """Passes in a stretch of the operator's log: one line each (`action=pass`). The audit log
     cannot count them: a pass that finds everything converged sends no request."""
     return log.count("action=pass ")
+
+
+async def passes_settled(operator: OperatorProcess, quiet: float = 1.0,
+                         timeout: float = 10.0) -> None:
+    """Until no pass has ended for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    count, since = pass_count(operator.log()), time.monotonic()
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, "the operator kept running passes"
+        await asyncio.sleep(0.1)
+        if (now := pass_count(operator.log())) != count:
+            count, since = now, time.monotonic()
+
+
+def pass_writes(log: str) -> list[int]:
+    """The number of objects each pass in a stretch of the log wrote, in order."""
+    return [int(found) for found in re.findall(r"action=pass number=\d+ result=\S+ writes=(\d+)",
+                                               log)]
 
 
 async def test_a_fighting_writer_causes_no_hot_loop(
@@ -251,6 +275,48 @@ async def test_a_fighting_writer_causes_no_hot_loop(
     assert passes <= elapsed / MIN_PASS_INTERVAL + 1, rounds.lines
     assert len(fight) <= passes * (idle_pass + PER_PASS_EXTRA), rounds.lines
     assert after == [], after
+
+    # The slow round. Above, the limiter alone would hold `passes` down even if every pass
+    # caused another. Here a writer changes a label the operator sets on a ServiceAccount (no
+    # status, no controller writes it back: nothing else moves) once every SLOW_INTERVAL,
+    # 7.5 times the limiter's interval, each write after the previous repair, so the limiter
+    # bounds nothing and every pass must be paid for by a foreign write. Each may cost two:
+    # the repair, and the pass that the watch event of the operator's own repair write starts
+    # (the watch cannot tell whose write it saw; that pass finds everything converged and
+    # writes nothing). One pass more is slack for an unrelated event in the ~9 s (an operand
+    # pod's readiness changing). An idle pass takes about 50 ms, so an operator that woke
+    # itself again after a pass would run about 5 passes a second, 7 per foreign write.
+    account = f"/api/v1/namespaces/{namespace}/serviceaccounts/external-secrets"
+
+    async def relabelled() -> None:
+        live = await kube.request("GET", account)
+        assert live["metadata"]["labels"]["resilience"] == "faults", live["metadata"]
+
+    await wait_quiet(audit)
+    start, log_start = audit.mark(), len(operator.log())
+    for number in range(SLOW_WRITES):  # each write lands after the previous one was repaired
+        written_at = time.monotonic()
+        await kube.merge_patch(account, {"metadata": {"labels": {"resilience": f"fight-{number}"}}},
+                               field_manager="resilience-writer")
+        await eventually(relabelled, timeout=15)
+        await asyncio.sleep(max(0.0, written_at + SLOW_INTERVAL - time.monotonic()))
+    await wait_quiet(audit, quiet=1.0, timeout=10)
+    await passes_settled(operator)  # an echo pass sends no request: watch the log too
+    slow_log = operator.log()[log_start:]
+    slow = requests_of(audit.entries(start, audit.mark()))
+    slow_repairs = [e for e in writes(slow) if resource_of(e) == ("", "serviceaccounts")
+                    and e["objectRef"].get("name") == "external-secrets"]
+    written = pass_writes(slow_log)
+    repair_passes = sum(1 for count in written if count)
+    rounds.add(f"slow round: {SLOW_WRITES} foreign writes {SLOW_INTERVAL}s apart; the operator "
+               f"ran {len(written)} passes ({repair_passes} wrote, "
+               f"{len(written) - repair_passes} found nothing to do), "
+               f"{len(slow_repairs)} writes to the contested ServiceAccount")
+    assert len(written) == pass_count(slow_log), slow_log  # every pass line was parsed
+    assert len(slow_repairs) == SLOW_WRITES, rounds.lines  # each write repaired, once
+    assert repair_passes <= SLOW_WRITES, rounds.lines
+    assert len(written) - repair_passes <= repair_passes + 1, rounds.lines  # only the echoes
+    assert len(written) <= 2 * SLOW_WRITES + 1, rounds.lines
     assert operator.alive
 
 

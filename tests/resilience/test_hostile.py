@@ -141,7 +141,7 @@ REJECTED = [
          esc_spec(nodeSelector={f"k{i}": "v" for i in range(11)}),
          rejected=f"{TOO_MANY} 10 items"),
     Case("quantity-not-a-number", esc_spec(resources={"limits": {"cpu": "lots"}}),
-         rejected="should match"),
+         rejected="spec.appConfig.resources.limits.cpu in body should match"),
     Case("network-policy-of-the-operator",
          esc_spec_with_policies([{"name": "deny-all-traffic",
                                   "componentName": "ExternalSecretsCoreController",
