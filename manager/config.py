@@ -232,13 +232,48 @@ class EgressPolicy(_Frozen):
 ProxySource = Literal["ExternalSecretsConfig", "ExternalSecretsManager", "environment"]
 
 
+# What must never go through the proxy, after the API server's Service address: Go's
+# ProxyFromEnvironment (client-go, the providers' SDKs) bypasses only loopback and NO_PROXY
+# matches, so without these the components' calls to the API server (the `kubernetes` Service,
+# KUBERNETES_SERVICE_HOST) and to in-cluster Services would go to the proxy. A leading dot
+# matches every subdomain.
+IN_CLUSTER_NO_PROXY: tuple[str, ...] = (
+    "kubernetes.default.svc", ".svc", ".cluster.local", "localhost", "127.0.0.1")
+
+
+def merged_no_proxy(admin: str | None, required: tuple[str, ...]) -> str:
+    """NO_PROXY: the administrator's entries first, in their order (trimmed, blank ones
+    dropped), then each
+    of `required` they do not already list. Entries compare as Go compares them (trimmed,
+    case-insensitive); the first of duplicates stays."""
+    entries: list[str] = []
+    seen: set[str] = set()
+    for entry in (item.strip() for item in [*(admin or "").split(","), *required]):
+        if entry and entry.lower() not in seen:
+            seen.add(entry.lower())
+            entries.append(entry)
+    return ",".join(entries)
+
+
 class ProxySettings(_Frozen):
-    """The proxy every operand container gets; only non-empty values are set."""
+    """The proxy of the components that call out of the cluster (the controller and
+    bitwarden-sdk-server); only non-empty values are set."""
 
     http_proxy: str | None = None
     https_proxy: str | None = None
     no_proxy: str | None = None
+    """The administrator's noProxy (or the environment's NO_PROXY), as given."""
     source: ProxySource = "ExternalSecretsConfig"
+    api_server_addresses: tuple[str, ...] = ()
+    """A cluster fact, not a setting: the ClusterIPs of the `kubernetes` Service in
+    `default`, the address the components' in-cluster client configuration
+    (KUBERNETES_SERVICE_HOST) calls the API server at (`with_api_server_addresses`)."""
+
+    @property
+    def effective_no_proxy(self) -> str:
+        """The NO_PROXY the components get: the administrator's entries, then the API
+        server's Service addresses and IN_CLUSTER_NO_PROXY."""
+        return merged_no_proxy(self.no_proxy, (*self.api_server_addresses, *IN_CLUSTER_NO_PROXY))
 
 
 Workload = Literal["controller", "webhook", "cert-controller", "bitwarden"]
@@ -758,6 +793,16 @@ def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
     return ProxySettings(http_proxy=proxy.http_proxy or None,
                          https_proxy=proxy.https_proxy or None,
                          no_proxy=proxy.no_proxy or None, source=source)
+
+
+def with_api_server_addresses(config: EffectiveConfig,
+                              addresses: tuple[str, ...]) -> EffectiveConfig:
+    """`config` with the cluster fact of ProxySettings.api_server_addresses (no change
+    without a proxy: nothing renders it)."""
+    if config.proxy is None:
+        return config
+    return config.model_copy(update={
+        "proxy": config.proxy.model_copy(update={"api_server_addresses": tuple(addresses)})})
 
 
 def _checked_proxy(proxy: ProxyConfig, path: str) -> ProxyConfig:

@@ -6,6 +6,9 @@ for these specs. No cluster is needed.
 The operator's environment (RELATED_IMAGE_*, *_IMAGE_VERSION, HTTP_PROXY/HTTPS_PROXY/NO_PROXY)
 comes only from `--env` options, never from the shell running the command: a proxy in an
 administrator's shell says nothing about the operator's Deployment.
+
+With a proxy, the operator adds the ClusterIP of the `kubernetes` Service (a fact it reads
+from the cluster) to NO_PROXY; offline, give it with `--api-server-address` (`plan` reads it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ import yaml
 
 from manager import constants
 from manager.api.models import ExternalSecretsConfig, ExternalSecretsManager
-from manager.config import ConfigError, OperatorEnvironment, effective_config
+from manager.config import (
+    ConfigError,
+    OperatorEnvironment,
+    effective_config,
+    with_api_server_addresses,
+)
 from manager.render import render_operand
 
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -41,6 +49,9 @@ def register(subparsers: Any) -> None:
     add_spec_arguments(parser, esm_help="the ExternalSecretsManager, for its globalConfig",
                        env_help="a variable of the operator's environment, e.g. "
                                 "HTTP_PROXY=http://proxy:3128 (repeatable)")
+    parser.add_argument("--api-server-address", action="append", default=[],
+                        metavar="IP", help="a ClusterIP of the cluster's `kubernetes` Service "
+                        "in `default`, added to NO_PROXY when a proxy is set (repeatable)")
     parser.set_defaults(func=run)
 
 
@@ -59,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         esc = _load(args.filename, ExternalSecretsConfig, constants.ESC_KIND)
         esm = _load(args.esm, ExternalSecretsManager, constants.ESM_KIND) if args.esm else None
         environment = OperatorEnvironment.from_environ(environment_pairs(args.env))
-        config = effective_config(esc.spec, esm.spec if esm else None, environment)
+        config = with_api_server_addresses(
+            effective_config(esc.spec, esm.spec if esm else None, environment),
+            tuple(args.api_server_address))
     except (InputError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -15,6 +15,12 @@ Content loaded once: Go processes read their root CAs once (SSL_CERT_DIR: the tr
 ConfigMap and the proxy's CA bundle) and bitwarden-sdk-server loads its key pair once, so the
 operator keeps a digest of that content (a SHA-256, never the content) for the renderer, which
 puts it on the pod templates of exactly the processes that read it: a rotation rolls them.
+
+The API server's Service address: with a proxy, the components that get it (the controller,
+bitwarden-sdk-server) must reach the API server directly. In a pod, client-go calls it at
+KUBERNETES_SERVICE_HOST, the ClusterIP(s) of the `kubernetes` Service in `default`, which no
+host suffix in NO_PROXY matches; the operator reads the Service and the renderer adds its
+addresses to NO_PROXY (ProxySettings.effective_no_proxy). Read only while a proxy resolves.
 """
 
 from __future__ import annotations
@@ -22,14 +28,23 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from manager.apply.discovery import Discovery
-from manager.config import EffectiveConfig, LoadedSource
+from manager.config import EffectiveConfig, LoadedSource, with_api_server_addresses
 from manager.kube import JsonObject, Kube
 from manager.render.context import TRUSTED_CA_CONFIGMAP, WEBHOOK_SECRET_CERT_MANAGER
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
+KUBERNETES_SERVICE = "/api/v1/namespaces/default/services/kubernetes"
+
+
+def service_addresses(service: dict[str, Any] | None) -> tuple[str, ...]:
+    """The ClusterIPs of a Service (both families when dual-stack); none when headless."""
+    spec = (service or {}).get("spec") or {}
+    addresses = spec.get("clusterIPs") or [spec.get("clusterIP")]
+    return tuple(str(address) for address in addresses if address and address != "None")
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,7 @@ class ClusterFacts:
         """`config` with the cluster facts its rendering needs."""
         config = await self._monitoring(config)
         config = await self._loaded_once(config)
+        config = await self._api_server_addresses(config)
         settings = config.cert_manager
         if not settings.operator_fills_ca_bundle:
             return config
@@ -78,6 +94,12 @@ class ClusterFacts:
                 digests[source] = content_digest(found, keys)
             del found  # a Secret's values go no further than the digest
         return config.model_copy(update={"loaded_once": digests})
+
+    async def _api_server_addresses(self, config: EffectiveConfig) -> EffectiveConfig:
+        if config.proxy is None:
+            return config
+        return with_api_server_addresses(
+            config, service_addresses(await self.kube.get(KUBERNETES_SERVICE)))
 
 
 def content_digest(obj: JsonObject, keys: tuple[str, ...] | None) -> str:

@@ -18,7 +18,7 @@ _ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
 _FEATURES = {
     "disconnected": "false",   # relatedImages are tags, not digests
     "fips-compliant": "false",
-    "proxy-aware": "true",     # OLM's HTTP(S)_PROXY/NO_PROXY reach the operand containers
+    "proxy-aware": "true",     # OLM's proxy reaches the operand containers that call out
     "tls-profiles": "false",
     "token-auth-aws": "false",
     "token-auth-azure": "false",

@@ -83,7 +83,9 @@ USER_CA_FILE: Final = "ca-bundle.crt"
 SYSTEM_CERT_DIRECTORIES: Final = ("/etc/ssl/certs", "/etc/pki/tls/certs")
 USER_CA_ENV: Final = {"name": "SSL_CERT_DIR",
                       "value": ":".join((*SYSTEM_CERT_DIRECTORIES, USER_CA_MOUNT_PATH))}
-# The workloads that call the secret providers, and so get the trusted CA bundle.
+# The workloads that call the secret providers, and so get the proxy (its variables and its
+# trusted CA bundle) and the trusted CA bundle. The webhook and the cert-controller only ever
+# call the API server, which must not go through a proxy.
 CALLING_OUT: Final = frozenset({"controller", "bitwarden"})
 # What each workload's process reads once, at start, from a mounted source (Go reads its
 # root CAs once; bitwarden-sdk-server its key pair). Everything else mounted is reloaded by
@@ -110,10 +112,13 @@ def operand_log_level(level: int) -> str:
 
 
 def proxy_env(proxy: ProxySettings | None) -> list[dict[str, str]]:
-    """HTTP_PROXY, HTTPS_PROXY, NO_PROXY and their lowercase twins, for the values set."""
+    """HTTP_PROXY, HTTPS_PROXY, NO_PROXY and their lowercase twins, for the values set.
+    NO_PROXY is always set: the administrator's entries and what must stay in the cluster
+    (ProxySettings.effective_no_proxy)."""
     if proxy is None:
         return []
-    values = dict(zip(PROXY_VARIABLES, (proxy.http_proxy, proxy.https_proxy, proxy.no_proxy),
+    values = dict(zip(PROXY_VARIABLES,
+                      (proxy.http_proxy, proxy.https_proxy, proxy.effective_no_proxy),
                       strict=True))
     upper = [{"name": name, "value": value} for name, value in values.items() if value]
     lower = [{"name": item["name"].lower(), "value": item["value"]} for item in upper]
@@ -202,14 +207,16 @@ def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str
 def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
     """The values the templates of `component` render from."""
     app_name = APP_NAMES[component]
-    proxied = config.proxy is not None
     cert_manager = config.cert_manager
     workload_name = COMPONENT_WORKLOADS.get(component)
     workload = (config.workloads[workload_name] if workload_name is not None
                 else WorkloadSettings(resources=config.resources, affinity=config.affinity,
                                       tolerations=config.tolerations,
                                       node_selector=config.node_selector))
-    trusted_ca = config.trusted_ca if workload_name in CALLING_OUT else None
+    calls_out = workload_name in CALLING_OUT
+    trusted_ca = config.trusted_ca if calls_out else None
+    proxy = config.proxy if calls_out else None
+    proxied = proxy is not None
     selector = labels.selector_labels(app_name)
     return {
         "namespace": config.namespace,
@@ -277,7 +284,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "container": {
             "security_context": RESTRICTED_CONTAINER_SECURITY_CONTEXT,
             "resources": workload.resources,
-            "env": merged_env(proxy_env(config.proxy) + ([USER_CA_ENV] if trusted_ca else []),
+            "env": merged_env(proxy_env(proxy) + ([USER_CA_ENV] if trusted_ca else []),
                               workload.override_env),
             "extra_volume_mounts": ([{"name": TRUSTED_CA_VOLUME,
                                       "mountPath": TRUSTED_CA_MOUNT_PATH, "readOnly": True}]

@@ -299,3 +299,50 @@ async def test_a_rotated_then_deleted_ca(kube: Kube, esc: EscHandle,
     condition = await esc.condition("Degraded")
     assert condition is not None
     assert condition["reason"] == "TrustedCABundleNotFound"
+
+
+def _env(deployment: dict[str, Any]) -> dict[str, str | None]:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in container.get("env") or []}
+
+
+async def test_a_proxy_reaches_only_the_controller_and_never_in_cluster_traffic(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator, user_objects: UserObjects,
+        cluster: Cluster) -> None:
+    """NO_PROXY carries the administrator's entries, then the `kubernetes` Service's real
+    ClusterIP and the in-cluster names; the webhook and the cert-controller, which only call
+    the API server, get no proxy at all."""
+    proxy = {"httpProxy": "http://proxy.invalid:3128", "httpsProxy": "http://proxy.invalid:3128",
+             "noProxy": "vault.corp,.svc"}
+    await install(start_operator, esc, {**BASE, "appConfig": {"proxy": proxy}})
+    service = await kube.get("/api/v1/namespaces/default/services/kubernetes")
+    assert service is not None
+    addresses = service["spec"].get("clusterIPs") or [service["spec"]["clusterIP"]]
+    expected = ",".join(["vault.corp", ".svc", *addresses, "kubernetes.default.svc",
+                         ".cluster.local", "localhost", "127.0.0.1"])
+
+    controller = await kube.get(_deployment_path("external-secrets"))
+    assert controller is not None
+    env = _env(controller)
+    assert env["NO_PROXY"] == env["no_proxy"] == expected
+    assert env["HTTPS_PROXY"] == env["HTTP_PROXY"] == "http://proxy.invalid:3128"
+    for name in ("external-secrets-webhook", "external-secrets-cert-controller"):
+        deployment = await kube.get(_deployment_path(name))
+        assert deployment is not None
+        assert not {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} & set(
+            _env(deployment)), name
+        assert "trusted-ca-bundle" not in str(deployment["spec"]["template"]), name
+
+    if cluster.simulated is not None:  # what the running processes were given
+        simulated = cluster.simulated
+
+        async def processes_have_it() -> None:
+            controllers = simulated.processes(NAMESPACE, "external-secrets")
+            webhooks = simulated.processes(NAMESPACE, "webhook")
+            assert controllers
+            assert webhooks
+            assert {p.env.get("NO_PROXY") for p in controllers} == {expected}
+            assert all("HTTPS_PROXY" not in p.env and "HTTP_PROXY" not in p.env
+                       for p in webhooks)
+
+        await eventually(processes_have_it, 60)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.apply.discovery import Discovery
 from manager.apply.ownership import ForeignObjectsError
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, effective_config
@@ -22,6 +23,7 @@ from manager.controllers.crd_annotator import (
     _owns_annotation,
     is_operand_crd,
 )
+from manager.controllers.facts import ClusterFacts
 from manager.controllers.failures import api_outcome, config_outcome, failed_outcome
 from manager.controllers.preflight import (
     CALLING_OUT,
@@ -34,7 +36,7 @@ from manager.controllers.preflight import (
 from manager.controllers.reconciler import CHILD_WATCHES, PassReport
 from manager.controllers.status import Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec, fingerprint
-from manager.kube import ApiError, JsonObject, own_namespace
+from manager.kube import ApiError, JsonObject, Kube, own_namespace
 from manager.render import render_operand
 
 
@@ -555,3 +557,48 @@ def test_the_operators_namespace_comes_from_the_environment_or_its_service_accou
     namespace_file.write_text("eso-operator\n")
     assert own_namespace({}, namespace_file) == "eso-operator"
     assert own_namespace({"POD_NAMESPACE": ""}, namespace_file) == "eso-operator"
+
+
+# --- cluster facts: the API server's Service address -----------------------------------------
+
+
+class _ServiceReader:
+    """A Kube that serves one object and counts the reads."""
+
+    def __init__(self, objects: dict[str, JsonObject]) -> None:
+        self.objects = objects
+        self.reads: list[str] = []
+
+    async def get(self, path: str) -> JsonObject | None:
+        self.reads.append(path)
+        return self.objects.get(path)
+
+
+KUBERNETES_SERVICE_PATH = "/api/v1/namespaces/default/services/kubernetes"
+
+
+@pytest.mark.parametrize(("service", "expected"), [
+    ({"spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"]}}, ("10.96.0.1",)),
+    ({"spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1", "fd00::1"]}},
+     ("10.96.0.1", "fd00::1")),
+    ({"spec": {"clusterIP": "172.30.0.1"}}, ("172.30.0.1",)),
+    ({"spec": {"clusterIP": "None"}}, ()),
+    (None, ()),
+])
+async def test_with_a_proxy_the_kubernetes_service_addresses_are_read_into_the_config(
+        service: JsonObject | None, expected: tuple[str, ...]) -> None:
+    kube = _ServiceReader({KUBERNETES_SERVICE_PATH: service} if service else {})
+    facts = ClusterFacts(cast(Kube, kube), cast(Discovery, None))
+    proxied = config({"proxy": {"httpProxy": "http://p:3128", "noProxy": "vault.corp"}})
+    completed = await facts.complete(proxied)
+    assert completed.proxy is not None
+    assert completed.proxy.api_server_addresses == expected
+    assert completed.proxy.effective_no_proxy.startswith(",".join(("vault.corp", *expected)))
+    assert kube.reads.count(KUBERNETES_SERVICE_PATH) == 1
+
+
+async def test_without_a_proxy_the_kubernetes_service_is_not_read() -> None:
+    kube = _ServiceReader({})
+    assert await ClusterFacts(cast(Kube, kube), cast(Discovery, None)).complete(config()) == \
+        config()
+    assert kube.reads == []

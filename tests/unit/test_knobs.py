@@ -65,7 +65,8 @@ def test_override_env_replaces_by_name_else_appends() -> None:
                {"componentName": "ExternalSecretsCoreController",
                 "overrideEnv": [{"name": "GODEBUG", "value": "x"}]}]}}
     env = deployment(esc, "external-secrets")["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert [e["name"] for e in env] == ["HTTP_PROXY", "http_proxy", "GODEBUG"]
+    assert [e["name"] for e in env] == ["HTTP_PROXY", "NO_PROXY", "http_proxy", "no_proxy",
+                                        "GODEBUG"]
 
 
 def test_reserved_env_and_annotations_are_config_errors_for_render() -> None:

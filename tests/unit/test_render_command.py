@@ -127,3 +127,19 @@ def test_the_default_spec_renders_no_policy_with_an_empty_pod_selector(
     for policy in policies:
         selector = policy["spec"]["podSelector"]
         assert selector.get("matchLabels"), policy["metadata"]["name"]
+
+
+def test_render_adds_the_api_server_address_given_to_no_proxy(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "-f", str(SAMPLES / "esc-proxy.yaml"),
+                       "--api-server-address", "172.30.0.1")
+    assert code == 0
+    env = {(obj["metadata"]["name"], variable["name"]): variable["value"]
+           for obj in yaml.safe_load_all(out) if obj["kind"] == "Deployment"
+           for container in obj["spec"]["template"]["spec"]["containers"]
+           for variable in container.get("env", [])}
+    assert env["external-secrets", "NO_PROXY"] == (
+        ".cluster.local,.svc,10.0.0.0/16,127.0.0.1,localhost,172.30.0.1,"
+        "kubernetes.default.svc")
+    assert env["external-secrets", "no_proxy"] == env["external-secrets", "NO_PROXY"]
+    assert not any(name == "external-secrets-webhook" for name, _ in env)

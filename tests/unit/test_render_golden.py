@@ -18,7 +18,7 @@ import yaml
 
 from manager.api.models import ExternalSecretsConfig, ExternalSecretsManager
 from manager.commands.render import dump_objects
-from manager.config import OperatorEnvironment, effective_config
+from manager.config import OperatorEnvironment, effective_config, with_api_server_addresses
 from manager.paths import REPO_ROOT as ROOT
 from manager.render import render_operand
 
@@ -26,6 +26,9 @@ GOLDEN = ROOT / "tests" / "golden"
 SAMPLES = ROOT / "samples"
 MATRIX: dict[str, dict[str, Any]] = yaml.safe_load((GOLDEN / "matrix.yaml").read_text())
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+# The cluster fact the operator reads (the `kubernetes` Service's ClusterIP; OpenShift's
+# default service network), as `render --api-server-address` passes it: NO_PROXY shows it.
+API_SERVER_ADDRESSES = ("172.30.0.1",)
 
 
 def render_case(case: str) -> str:
@@ -34,8 +37,10 @@ def render_case(case: str) -> str:
         yaml.safe_load((SAMPLES / inputs["esc"]).read_text()))
     esm = (ExternalSecretsManager.model_validate(
         yaml.safe_load((SAMPLES / inputs["esm"]).read_text())) if "esm" in inputs else None)
-    config = effective_config(esc.spec, esm.spec if esm else None,
-                              OperatorEnvironment.from_environ(inputs.get("env", {})))
+    config = with_api_server_addresses(
+        effective_config(esc.spec, esm.spec if esm else None,
+                         OperatorEnvironment.from_environ(inputs.get("env", {}))),
+        API_SERVER_ADDRESSES)
     return dump_objects(render_operand(config).objects())
 
 

@@ -18,6 +18,7 @@ from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManager
 from manager.api.patterns import is_reserved_label_key, is_shared_namespace
 from manager.commands.render import dump_objects
 from manager.config import (
+    IN_CLUSTER_NO_PROXY,
     BitwardenSettings,
     CertManagerSettings,
     EffectiveConfig,
@@ -25,6 +26,7 @@ from manager.config import (
     OperatorEnvironment,
     ProxySettings,
     effective_config,
+    merged_no_proxy,
 )
 from manager.render import CLUSTER_SCOPED_KINDS, DesiredState, render_operand
 from manager.render.context import RESTRICTED_CONTAINER_SECURITY_CONTEXT
@@ -147,6 +149,22 @@ def all_containers(state: DesiredState) -> list[dict[str, Any]]:
             for container in template["spec"].get(key, [])]
 
 
+# The Deployments whose containers call out of the cluster, and so get the proxy.
+CALLING_OUT = ("external-secrets", "bitwarden-sdk-server")
+
+
+def containers_by_deployment(state: DesiredState) -> list[tuple[str, dict[str, Any]]]:
+    return [(obj["metadata"]["name"], container) for obj in state.objects()
+            if obj["kind"] == "Deployment"
+            for key in ("containers", "initContainers")
+            for container in obj["spec"]["template"]["spec"].get(key, [])]
+
+
+def outbound_containers(state: DesiredState) -> list[dict[str, Any]]:
+    return [container for name, container in containers_by_deployment(state)
+            if name in CALLING_OUT]
+
+
 # --- properties of every rendered set -------------------------------------------------------
 
 
@@ -222,18 +240,23 @@ def test_every_rendered_set_keeps_the_invariants(esc: ExternalSecretsConfigSpec,
             pod_labels = obj["spec"]["template"]["metadata"]["labels"]
             assert selector.items() <= pod_labels.items()
 
-    # The proxy lands everywhere or nowhere.
+    # The proxy lands on every container that calls out or nowhere, never on the webhook or
+    # the cert-controller; NO_PROXY always keeps in-cluster traffic away from it.
     proxied = config.proxy is not None
     assert ("proxy-ca" in state.components) is proxied
-    for container in all_containers(state):
-        names = [variable["name"] for variable in container.get("env", [])]
-        assert bool(names) is proxied
-        assert set(names) <= {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-                              "http_proxy", "https_proxy", "no_proxy"}
+    for deployment, container in containers_by_deployment(state):
+        gets_proxy = proxied and deployment in CALLING_OUT
+        env = {variable["name"]: variable["value"] for variable in container.get("env", [])}
+        assert bool(env) is gets_proxy
+        assert set(env) <= {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                            "http_proxy", "https_proxy", "no_proxy"}
+        if gets_proxy:
+            assert set(IN_CLUSTER_NO_PROXY) <= set(env["NO_PROXY"].split(","))
+            assert env["no_proxy"] == env["NO_PROXY"]
         mounts = [m for m in container.get("volumeMounts", [])
                   if m["mountPath"] == "/etc/pki/tls/certs"]
         assert mounts == ([{"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
-                            "readOnly": True}] if proxied else [])
+                            "readOnly": True}] if gets_proxy else [])
 
     check_network_policies(state)
 
@@ -297,7 +320,7 @@ def with_proxy_values(objects: tuple[dict[str, Any], ...],
         if obj["kind"] != "Deployment":
             continue
         for container in obj["spec"]["template"]["spec"]["containers"]:
-            for variable in container["env"]:
+            for variable in container.get("env", []):
                 variable["value"] = values[variable["name"].upper()]
     return result
 
@@ -312,14 +335,31 @@ def test_hostile_proxy_values_land_verbatim_and_change_nothing_else(http: str, h
         return render_operand(EffectiveConfig(**fields))
 
     state = render_with(http, https, no_proxy)
-    for container in all_containers(state):
+    merged = merged_no_proxy(no_proxy, IN_CLUSTER_NO_PROXY)
+    for container in outbound_containers(state):
         assert {v["name"]: v["value"] for v in container["env"]} == {
-            "HTTP_PROXY": http, "HTTPS_PROXY": https, "NO_PROXY": no_proxy,
-            "http_proxy": http, "https_proxy": https, "no_proxy": no_proxy}
-    placeholders = {"HTTP_PROXY": "h", "HTTPS_PROXY": "s", "NO_PROXY": "n"}
+            "HTTP_PROXY": http, "HTTPS_PROXY": https, "NO_PROXY": merged,
+            "http_proxy": http, "https_proxy": https, "no_proxy": merged}
+    placeholders = {"HTTP_PROXY": "h", "HTTPS_PROXY": "s",
+                    "NO_PROXY": merged_no_proxy("n", IN_CLUSTER_NO_PROXY)}
     assert with_proxy_values(state.objects(), placeholders) == \
         list(render_with("h", "s", "n").objects())
     assert reloaded(state.objects()) == list(state.objects())
+
+
+@PROPERTY_SETTINGS
+@given(hostile, st.lists(st.sampled_from(["10.0.0.1", "fd00::1", *IN_CLUSTER_NO_PROXY]),
+                         max_size=3).map(tuple))
+def test_no_proxy_keeps_the_administrators_entries_first_and_adds_each_required_once(
+        admin: str, addresses: tuple[str, ...]) -> None:
+    merged = merged_no_proxy(admin, (*addresses, *IN_CLUSTER_NO_PROXY)).split(",")
+    given_entries = [entry.strip() for entry in admin.split(",") if entry.strip()]
+    first_of_each = [entry for index, entry in enumerate(given_entries)
+                     if entry.lower() not in {e.lower() for e in given_entries[:index]}]
+    assert merged[:len(first_of_each)] == first_of_each
+    assert len({entry.lower() for entry in merged}) == len(merged)
+    assert {entry.lower() for entry in (*addresses, *IN_CLUSTER_NO_PROXY)} <= \
+        {entry.lower() for entry in merged}
 
 
 @PROPERTY_SETTINGS
@@ -329,9 +369,10 @@ def test_hostile_proxy_values_from_a_spec_reach_the_containers(value: str) -> No
     spec = ExternalSecretsConfigSpec.model_validate(
         {"appConfig": {"proxy": {"httpProxy": url, "noProxy": value}}})
     state = render_operand(effective_config(spec, None, OperatorEnvironment()))
-    for container in all_containers(state):
-        assert container["env"][:2] == [{"name": "HTTP_PROXY", "value": url},
-                                         {"name": "NO_PROXY", "value": value}]
+    for container in outbound_containers(state):
+        assert container["env"][:2] == [
+            {"name": "HTTP_PROXY", "value": url},
+            {"name": "NO_PROXY", "value": merged_no_proxy(value, IN_CLUSTER_NO_PROXY)}]
 
 
 json_values = st.recursive(

@@ -9,6 +9,7 @@ import pytest
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.api.rules import OPERATOR_NETWORK_POLICIES
 from manager.config import (
+    IN_CLUSTER_NO_PROXY,
     BitwardenSettings,
     CertManagerSettings,
     EffectiveConfig,
@@ -18,6 +19,8 @@ from manager.config import (
     TrustedCA,
     Versions,
     effective_config,
+    merged_no_proxy,
+    with_api_server_addresses,
 )
 from manager.render import APPLY_ORDER, DesiredState, render_operand
 from manager.render.context import (
@@ -323,34 +326,104 @@ def test_bitwarden_without_secret_ref_gets_its_certificate_from_cert_manager() -
 # --- proxy ----------------------------------------------------------------------------------
 
 
-def test_a_proxy_reaches_every_container_with_the_trusted_ca_bundle() -> None:
+IN_CLUSTER = "kubernetes.default.svc,.svc,.cluster.local,localhost,127.0.0.1"
+
+
+def test_a_proxy_reaches_the_components_that_call_out_with_the_trusted_ca_bundle() -> None:
     state = render(bitwarden=BitwardenSettings(enabled=True, tls_secret_name="bw"),
                    images=BITWARDEN_IMAGES,
-                   proxy=ProxySettings(http_proxy="http://p:1", no_proxy=".svc"))
+                   proxy=ProxySettings(http_proxy="http://p:1", no_proxy="vault.corp",
+                                       api_server_addresses=("172.30.0.1",)))
+    no_proxy = f"vault.corp,172.30.0.1,{IN_CLUSTER}"
     expected_env = [{"name": "HTTP_PROXY", "value": "http://p:1"},
-                    {"name": "NO_PROXY", "value": ".svc"},
+                    {"name": "NO_PROXY", "value": no_proxy},
                     {"name": "http_proxy", "value": "http://p:1"},
-                    {"name": "no_proxy", "value": ".svc"}]
-    assert len(containers(state)) == 4
-    for container in containers(state):
+                    {"name": "no_proxy", "value": no_proxy}]
+    for name in ("external-secrets", "bitwarden-sdk-server"):
+        pod = find(state, "Deployment", name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
         assert container["env"] == expected_env
         assert {"name": "trusted-ca-bundle", "mountPath": "/etc/pki/tls/certs",
                 "readOnly": True} in container["volumeMounts"]
-    for deployment in deployments(state):
         assert {"name": "trusted-ca-bundle",
-                "configMap": {"name": "external-secrets-trusted-ca-bundle"}} in \
-            deployment["spec"]["template"]["spec"]["volumes"]
+                "configMap": {"name": "external-secrets-trusted-ca-bundle"}} in pod["volumes"]
     configmap = find(state, "ConfigMap", "external-secrets-trusted-ca-bundle")
     assert configmap["metadata"]["labels"]["config.openshift.io/inject-trusted-cabundle"] == \
         "true"
     assert "data" not in configmap
 
 
+@pytest.mark.parametrize("cert_manager", [CertManagerSettings(), CERT_MANAGER])
+def test_the_webhook_and_the_cert_controller_never_get_the_proxy(
+        cert_manager: CertManagerSettings) -> None:
+    """They only ever call the API server: no proxy variables, no proxy CA bundle."""
+    state = render(cert_manager=cert_manager, proxy=ProxySettings(
+        http_proxy="h", https_proxy="s", no_proxy="n", api_server_addresses=("10.96.0.1",)))
+    without = {"external-secrets-webhook"} | (set() if cert_manager.enabled
+                                              else {"external-secrets-cert-controller"})
+    for deployment in deployments(state):
+        if deployment["metadata"]["name"] not in without:
+            continue
+        without.remove(deployment["metadata"]["name"])
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            assert "env" not in container
+            assert all(m["name"] != "trusted-ca-bundle"
+                       for m in container.get("volumeMounts", []))
+        assert all(volume["name"] != "trusted-ca-bundle" for volume in pod.get("volumes", []))
+    assert not without
+
+
 def test_all_six_proxy_variables_are_set_when_all_values_are() -> None:
     state = render(proxy=ProxySettings(http_proxy="h", https_proxy="s", no_proxy="n"))
-    for container in containers(state):
-        assert [variable["name"] for variable in container["env"]] == [
-            "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"]
+    (container,) = find(state, "Deployment", "external-secrets")["spec"]["template"]["spec"][
+        "containers"]
+    assert [variable["name"] for variable in container["env"]] == [
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"]
+
+
+@pytest.mark.parametrize(("admin", "addresses", "expected"), [
+    # Nothing from the administrator: the API server's address, then the in-cluster names.
+    (None, ("172.30.0.1",), f"172.30.0.1,{IN_CLUSTER}"),
+    ("", (), IN_CLUSTER),
+    # The administrator's entries first, in their order, as written; what they already
+    # list (in any case, with blanks around) is not repeated.
+    (".cluster.local,.svc,10.0.0.0/16,127.0.0.1,localhost", ("172.30.0.1",),
+     ".cluster.local,.svc,10.0.0.0/16,127.0.0.1,localhost,172.30.0.1,kubernetes.default.svc"),
+    (" vault.corp , ,Kubernetes.Default.SVC,vault.corp,172.30.0.1", ("172.30.0.1",),
+     "vault.corp,Kubernetes.Default.SVC,172.30.0.1,.svc,.cluster.local,localhost,127.0.0.1"),
+    # Dual-stack: both ClusterIPs of the kubernetes Service.
+    ("*.corp", ("10.96.0.1", "fd00:10:96::1"),
+     f"*.corp,10.96.0.1,fd00:10:96::1,{IN_CLUSTER}"),
+])
+def test_no_proxy_merges_the_administrators_entries_with_what_stays_in_the_cluster(
+        admin: str | None, addresses: tuple[str, ...], expected: str) -> None:
+    proxy = ProxySettings(http_proxy="http://p:1", no_proxy=admin,
+                          api_server_addresses=addresses)
+    assert proxy.effective_no_proxy == expected
+    assert merged_no_proxy(admin, (*addresses, *IN_CLUSTER_NO_PROXY)) == expected
+
+
+def test_the_api_server_address_is_a_fact_added_only_with_a_proxy() -> None:
+    plain = EffectiveConfig()
+    assert with_api_server_addresses(plain, ("10.96.0.1",)) is plain
+    proxied = with_api_server_addresses(EffectiveConfig(proxy=ProxySettings(https_proxy="s")),
+                                        ("10.96.0.1",))
+    assert proxied.proxy is not None
+    assert proxied.proxy.api_server_addresses == ("10.96.0.1",)
+    assert proxied.proxy.no_proxy is None  # the administrator's value stays as given
+
+
+def test_the_environments_proxy_gets_the_same_no_proxy() -> None:
+    """OLM's copy of the cluster-wide proxy (lowest precedence) is merged the same way."""
+    config = effective_config(None, None, OperatorEnvironment.from_environ(
+        {"HTTPS_PROXY": "http://cluster-proxy:3128", "NO_PROXY": ".svc,172.30.0.0/16"}))
+    config = with_api_server_addresses(config, ("172.30.0.1",))
+    (container,) = find(render_operand(config), "Deployment", "external-secrets")[
+        "spec"]["template"]["spec"]["containers"]
+    env = {variable["name"]: variable["value"] for variable in container["env"]}
+    assert env["NO_PROXY"] == (".svc,172.30.0.0/16,172.30.0.1,kubernetes.default.svc,"
+                               ".cluster.local,localhost,127.0.0.1")
 
 
 def test_without_a_proxy_nothing_of_it_is_rendered() -> None:
