@@ -5,7 +5,10 @@ the process): kopf cancels every task of its loop when it stops, which must not 
 test session's loop. Every HTTP request the operator thread makes (kopf's and the
 operator's own, both through aiohttp) is recorded, so tests can count writes; a test may
 also inject a connection fault into that thread's requests (the real server cannot produce
-a transient failure on demand; tests that do this say so).
+a transient failure on demand; tests that do this say so). So are the thread's log records:
+any crashed pass or traceback fails the test, as a crash in the operator's log fails the
+resilience suites (a worker whose pass crashed looks alive: it retries). An operator that
+does not stop, or whose thread ended with an error, fails the test too.
 
 The ExternalSecretsConfig is a singleton and one cluster serves the whole session, so
 scenarios run one after another, each with its own operand namespace. The operand really
@@ -20,8 +23,8 @@ webhook configuration exists (a configuration whose webhook is not served would 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
 import os
 import subprocess
 import threading
@@ -86,13 +89,21 @@ USER_NAMESPACE = "eso-it-user-apps"
 
 @dataclass
 class RequestLog:
-    """Requests of one operator thread; `fault` makes matching requests fail to connect."""
+    """Requests and log records of one operator thread; `fault` makes matching requests fail
+    to connect."""
 
     requests: list[tuple[str, str]] = field(default_factory=list)
     fault: Callable[[str, str], bool] | None = None
+    records: list[logging.LogRecord] = field(default_factory=list)
 
     def writes(self) -> list[tuple[str, str]]:
         return [(m, u) for m, u in self.requests if m in WRITE_METHODS]
+
+    def crashes(self) -> list[str]:
+        """Each crashed pass (`result=crash`) and each other record with a traceback."""
+        formatter = logging.Formatter("%(levelname)s %(name)s %(message)s")
+        return [formatter.format(record)[:3000] for record in list(self.records)
+                if "result=crash" in record.getMessage() or record.exc_info]
 
 
 _LOGS: dict[int, RequestLog] = {}
@@ -110,10 +121,22 @@ async def _recording_request(self: aiohttp.ClientSession, method: str, url: Any,
     return await _ORIGINAL_REQUEST(self, method, url, *args, **kwargs)
 
 
+class _RecordingHandler(logging.Handler):
+    """Keeps each record of an operator thread in that thread's RequestLog."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log = _LOGS.get(record.thread or 0)
+        if log is not None:
+            log.records.append(record)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _record_requests() -> Iterator[None]:
     aiohttp.ClientSession._request = _recording_request  # type: ignore[method-assign]
+    handler = _RecordingHandler()
+    logging.getLogger().addHandler(handler)
     yield
+    logging.getLogger().removeHandler(handler)
     aiohttp.ClientSession._request = _ORIGINAL_REQUEST  # type: ignore[method-assign]
 
 
@@ -146,9 +169,21 @@ class OperatorThread:
         return self
 
     async def stop(self, timeout: float = 30.0) -> None:
+        """Stop it; fails if it does not stop within `timeout` or ended with an error."""
         self._stop.set()
         await asyncio.to_thread(self._thread.join, timeout)
-        assert not self._thread.is_alive(), "the operator did not stop"
+        assert not self._thread.is_alive(), f"the operator did not stop within {timeout} s"
+        assert self.error is None, f"the operator ended with an error: {self.error!r}"
+
+    def crashes(self) -> list[str]:
+        return self.log.crashes()
+
+    def assert_healthy(self) -> None:
+        """The thread has not ended with an error, and no pass crashed."""
+        if self.error is not None:
+            raise AssertionError(f"the operator crashed: {self.error!r}")
+        if crashes := self.crashes():
+            raise AssertionError("a pass of the operator crashed:\n" + "\n".join(crashes))
 
     @property
     def runtime(self) -> OperatorRuntime | None:
@@ -162,8 +197,7 @@ class OperatorThread:
     async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
-            if self.error is not None:
-                raise AssertionError(f"the operator crashed: {self.error!r}")
+            self.assert_healthy()
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             await asyncio.sleep(0.1)
@@ -174,6 +208,7 @@ class OperatorThread:
         deadline = time.monotonic() + timeout
         last, since = self.passes, time.monotonic()
         while time.monotonic() - since < quiet:
+            self.assert_healthy()
             assert time.monotonic() < deadline, "the operator never went idle"
             await asyncio.sleep(0.1)
             runtime = self.runtime
@@ -195,9 +230,14 @@ async def start_operator(cluster: Cluster, operator_crds: None,
         return operator
 
     yield start
-    for operator in started:
-        with contextlib.suppress(AssertionError):
+    problems = []
+    for operator in started:  # every one is stopped, whatever the first one's trouble
+        try:
             await operator.stop()
+        except AssertionError as error:
+            problems.append(str(error))
+        problems.extend(operator.crashes())
+    assert not problems, "\n".join(problems)
 
 
 # --- cluster preparation ----------------------------------------------------------------------
