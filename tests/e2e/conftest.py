@@ -141,8 +141,9 @@ def operator(cluster: Cluster, oc_client: None, tmp_path_factory: pytest.TempPat
     try:
         yield process
     finally:
-        process.stop()
+        problems = process.stop_checked()
         print(f"operator log: {log}", file=sys.stderr)
+    assert not problems, "\n".join(problems) + "\n" + process.log_tail()
 
 
 def _require_no_esc() -> None:

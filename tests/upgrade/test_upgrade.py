@@ -17,7 +17,9 @@ the previous release stops and the current code starts, as a Deployment with the
   first pass of the new release end the test removes the status while no operator runs;
 - the user's objects are untouched, and the secret the real external-secrets controller
   synced for them is never deleted or emptied across the upgrade (a watch alive from before
-  the upgrade until after it: tests/samplers.py), and still follows its source afterwards.
+  the upgrade until after it: tests/samplers.py), and still follows its source afterwards;
+- each release stopped cleanly (exit code 0 on SIGTERM), with no crashed pass and no
+  traceback in its log.
 
 Simulated cluster (default): both releases run out of cluster as processes (`python -m
 manager run`) from their source trees, with the environment their Deployment manifests set;
@@ -116,6 +118,8 @@ class LocalReleases:
         self.previous = previous
         self.workdir = workdir
         self.process: OperatorProcess | None = None
+        self.problems: list[str] = []
+        """Of the releases stopped: an exit code other than 0, crashed passes, tracebacks."""
 
     async def start_previous(self) -> None:
         script("install-crds", str(self.previous), cluster=self.cluster)
@@ -136,9 +140,9 @@ class LocalReleases:
         self.process = await asyncio.to_thread(process.start)
 
     async def stop(self) -> None:
-        if self.process is not None:
-            await asyncio.to_thread(self.process.stop)
-            self.process = None
+        process, self.process = self.process, None
+        if process is not None:
+            self.problems += await asyncio.to_thread(process.stop_checked)
 
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-6000:]}"
@@ -150,6 +154,7 @@ class DeployedReleases:
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
+        self.problems: list[str] = []  # none gathered: the Deployment's pods are not ours
         self.image = os.environ.get("UPGRADE_CURRENT_IMAGE", "")
         if not self.image:
             pytest.fail("USE_EXISTING_CLUSTER=1 needs UPGRADE_CURRENT_IMAGE (and the previous "
@@ -398,6 +403,11 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
         print(f"  checked: ExternalSecretsConfig {state} for generation "
               f"{esc_after['metadata']['generation']}, written by the current code")
         assert not verdict.problems, "\n".join(verdict.problems) + "\n" + releases.logs()
+        await releases.stop()
+        assert not releases.problems, "\n".join(releases.problems)
+        if not USE_EXISTING_CLUSTER:
+            print("  checked: both releases stopped with exit code 0, no pass crashed and no "
+                  "traceback in their logs")
     except BaseException:
         print(releases.logs(), file=sys.stderr)
         raise
