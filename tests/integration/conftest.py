@@ -6,9 +6,11 @@ test session's loop. Every HTTP request the operator thread makes (kopf's and th
 operator's own, both through aiohttp) is recorded, so tests can count writes; a test may
 also inject a connection fault into that thread's requests (the real server cannot produce
 a transient failure on demand; tests that do this say so). So are the thread's log records:
-any crashed pass or traceback fails the test, as a crash in the operator's log fails the
-resilience suites (a worker whose pass crashed looks alive: it retries). An operator that
-does not stop, or whose thread ended with an error, fails the test too.
+the reasons of each pass (a test proves that its trigger woke the operator before it asserts
+that nothing happened), and any crashed pass or traceback, which fails the test, as a crash
+in the operator's log fails the resilience suites (a worker whose pass crashed looks alive:
+it retries). An operator that does not stop, or whose thread ended with an error, fails the
+test too.
 
 The ExternalSecretsConfig is a singleton and one cluster serves the whole session, so
 scenarios run one after another, each with its own operand namespace. The operand really
@@ -26,6 +28,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import threading
 import time
@@ -87,6 +90,9 @@ USER_NAMESPACE = "eso-it-user-apps"
 # --- recording the operator's requests ------------------------------------------------------
 
 
+PASS_LINE = re.compile(r"^action=pass number=(?P<number>\d+) .* reasons=(?P<reasons>.*)$")
+
+
 @dataclass
 class RequestLog:
     """Requests and log records of one operator thread; `fault` makes matching requests fail
@@ -98,6 +104,15 @@ class RequestLog:
 
     def writes(self) -> list[tuple[str, str]]:
         return [(m, u) for m, u in self.requests if m in WRITE_METHODS]
+
+    def pass_reasons(self) -> dict[int, str]:
+        """Pass number -> the reasons it ran for, as its log line gives them."""
+        found = {}
+        for record in list(self.records):
+            match = PASS_LINE.match(record.getMessage())
+            if match:
+                found[int(match["number"])] = match["reasons"]
+        return found
 
     def crashes(self) -> list[str]:
         """Each crashed pass (`result=crash`) and each other record with a traceback."""
@@ -134,9 +149,13 @@ class _RecordingHandler(logging.Handler):
 def _record_requests() -> Iterator[None]:
     aiohttp.ClientSession._request = _recording_request  # type: ignore[method-assign]
     handler = _RecordingHandler()
+    runtime_logger = logging.getLogger("manager.controllers.runtime")
+    level = runtime_logger.level
+    runtime_logger.setLevel(logging.INFO)  # the pass lines
     logging.getLogger().addHandler(handler)
     yield
     logging.getLogger().removeHandler(handler)
+    runtime_logger.setLevel(level)
     aiohttp.ClientSession._request = _ORIGINAL_REQUEST  # type: ignore[method-assign]
 
 
@@ -214,6 +233,22 @@ class OperatorThread:
             runtime = self.runtime
             if self.passes != last or (runtime is not None and runtime.queue.pending):
                 last, since = self.passes, time.monotonic()
+
+    async def wait_woken(self, after: int, reason: str, timeout: float = 30.0) -> None:
+        """Until a pass numbered above `after` ran for `reason` (part of the reason its
+        trigger gave, such as "modified ExternalSecretsConfig cluster"), then until idle.
+        Proof that a trigger reached the operator, before asserting that its pass did
+        nothing: `after = operator.passes` before the trigger."""
+        def woken() -> bool:
+            return any(number > after and reason in reasons
+                       for number, reasons in self.log.pass_reasons().items())
+
+        try:
+            await self.wait_until(woken, timeout, f"a pass after pass {after} for {reason!r}")
+        except AssertionError as error:
+            since = {n: r for n, r in self.log.pass_reasons().items() if n > after}
+            raise AssertionError(f"{error}; the passes since: {since}") from None
+        await self.wait_idle()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
