@@ -89,6 +89,7 @@ def test_the_cert_controller_issued_the_webhook_certificate_and_both_ca_bundles(
     assert {"tls.crt", "tls.key", "ca.crt"} <= set(data), sorted(data)
     for name in WEBHOOK_CONFIGURATIONS:
         webhooks = model("validatingwebhookconfiguration", name)["webhooks"]
+        assert webhooks, name
         assert all(w["clientConfig"].get("caBundle") == data["ca.crt"] for w in webhooks), name
 
 
