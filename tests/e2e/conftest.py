@@ -5,7 +5,8 @@ Two modes:
 - default: the session's simulated cluster (tests/conftest.py); this module installs the
   operator's CRDs and the operand's (as OLM would from the bundle) and runs the operator out
   of cluster, as a process (`python -m manager run`), for the duration of the module. The
-  operand's pods run for real (the simulated cluster's pod runner).
+  operand's pods run for real (the simulated cluster's pod runner), but as external-secrets
+  v0.16.2, not the v1.3.2 their image names (tests/e2e/test_operand.py says why).
 - USE_EXISTING_CLUSTER=1: the cluster in $KUBECONFIG (kind via hack/kind-e2e.sh, or
   OpenShift) with the operator already deployed; the scenarios also wait for the operand's
   Deployments to roll out.
@@ -141,8 +142,9 @@ def operator(cluster: Cluster, oc_client: None, tmp_path_factory: pytest.TempPat
     try:
         yield process
     finally:
-        process.stop()
+        problems = process.stop_checked()
         print(f"operator log: {log}", file=sys.stderr)
+    assert not problems, "\n".join(problems) + "\n" + process.log_tail()
 
 
 def _require_no_esc() -> None:

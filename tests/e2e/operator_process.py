@@ -19,6 +19,16 @@ from pathlib import Path
 from typing import IO
 
 
+def log_problems(log: str) -> list[str]:
+    """What a healthy operator never logs: a crashed pass (`result=crash`: the worker retries
+    it, so the process still looks alive) and any traceback."""
+    problems = [line for line in log.splitlines() if "result=crash" in line]
+    if "Traceback" in log:
+        start = max(0, log.index("Traceback") - 300)
+        problems.append(log[start:start + 3000])
+    return problems
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -93,6 +103,17 @@ class OperatorProcess:
                 self._log.close()
             self._log = None
         return code
+
+    def stop_checked(self, timeout: float = 30.0) -> list[str]:
+        """Stop it (see `stop`); what went wrong: an exit code other than 0 (SIGTERM is a
+        clean stop), a crashed pass or a traceback in its log."""
+        code = self.stop(timeout)
+        problems = [] if code == 0 else [f"{self.name} exited with {code} (log {self.log_path})"]
+        try:
+            log = self.log_path.read_text(errors="replace")
+        except OSError:
+            log = ""
+        return problems + [f"{self.name}: {problem}" for problem in log_problems(log)]
 
     def log_tail(self, lines: int = 80) -> str:
         try:

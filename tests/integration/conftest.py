@@ -5,7 +5,12 @@ the process): kopf cancels every task of its loop when it stops, which must not 
 test session's loop. Every HTTP request the operator thread makes (kopf's and the
 operator's own, both through aiohttp) is recorded, so tests can count writes; a test may
 also inject a connection fault into that thread's requests (the real server cannot produce
-a transient failure on demand; tests that do this say so).
+a transient failure on demand; tests that do this say so). So are the thread's log records:
+the reasons of each pass (a test proves that its trigger woke the operator before it asserts
+that nothing happened), and any crashed pass or traceback, which fails the test, as a crash
+in the operator's log fails the resilience suites (a worker whose pass crashed looks alive:
+it retries). An operator that does not stop, or whose thread ended with an error, fails the
+test too.
 
 The ExternalSecretsConfig is a singleton and one cluster serves the whole session, so
 scenarios run one after another, each with its own operand namespace. The operand really
@@ -20,9 +25,10 @@ webhook configuration exists (a configuration whose webhook is not served would 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
 import os
+import re
 import subprocess
 import threading
 import time
@@ -86,15 +92,35 @@ USER_NAMESPACE = "eso-it-user-apps"
 # --- recording the operator's requests ------------------------------------------------------
 
 
+PASS_LINE = re.compile(r"^action=pass number=(?P<number>\d+) .* reasons=(?P<reasons>.*)$")
+
+
 @dataclass
 class RequestLog:
-    """Requests of one operator thread; `fault` makes matching requests fail to connect."""
+    """Requests and log records of one operator thread; `fault` makes matching requests fail
+    to connect."""
 
     requests: list[tuple[str, str]] = field(default_factory=list)
     fault: Callable[[str, str], bool] | None = None
+    records: list[logging.LogRecord] = field(default_factory=list)
 
     def writes(self) -> list[tuple[str, str]]:
         return [(m, u) for m, u in self.requests if m in WRITE_METHODS]
+
+    def pass_reasons(self) -> dict[int, str]:
+        """Pass number -> the reasons it ran for, as its log line gives them."""
+        found = {}
+        for record in list(self.records):
+            match = PASS_LINE.match(record.getMessage())
+            if match:
+                found[int(match["number"])] = match["reasons"]
+        return found
+
+    def crashes(self) -> list[str]:
+        """Each crashed pass (`result=crash`) and each other record with a traceback."""
+        formatter = logging.Formatter("%(levelname)s %(name)s %(message)s")
+        return [formatter.format(record)[:3000] for record in list(self.records)
+                if "result=crash" in record.getMessage() or record.exc_info]
 
 
 _LOGS: dict[int, RequestLog] = {}
@@ -112,10 +138,26 @@ async def _recording_request(self: aiohttp.ClientSession, method: str, url: Any,
     return await _ORIGINAL_REQUEST(self, method, url, *args, **kwargs)
 
 
+class _RecordingHandler(logging.Handler):
+    """Keeps each record of an operator thread in that thread's RequestLog."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log = _LOGS.get(record.thread or 0)
+        if log is not None:
+            log.records.append(record)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _record_requests() -> Iterator[None]:
     aiohttp.ClientSession._request = _recording_request  # type: ignore[method-assign]
+    handler = _RecordingHandler()
+    runtime_logger = logging.getLogger("manager.controllers.runtime")
+    level = runtime_logger.level
+    runtime_logger.setLevel(logging.INFO)  # the pass lines
+    logging.getLogger().addHandler(handler)
     yield
+    logging.getLogger().removeHandler(handler)
+    runtime_logger.setLevel(level)
     aiohttp.ClientSession._request = _ORIGINAL_REQUEST  # type: ignore[method-assign]
 
 
@@ -148,9 +190,21 @@ class OperatorThread:
         return self
 
     async def stop(self, timeout: float = 30.0) -> None:
+        """Stop it; fails if it does not stop within `timeout` or ended with an error."""
         self._stop.set()
         await asyncio.to_thread(self._thread.join, timeout)
-        assert not self._thread.is_alive(), "the operator did not stop"
+        assert not self._thread.is_alive(), f"the operator did not stop within {timeout} s"
+        assert self.error is None, f"the operator ended with an error: {self.error!r}"
+
+    def crashes(self) -> list[str]:
+        return self.log.crashes()
+
+    def assert_healthy(self) -> None:
+        """The thread has not ended with an error, and no pass crashed."""
+        if self.error is not None:
+            raise AssertionError(f"the operator crashed: {self.error!r}")
+        if crashes := self.crashes():
+            raise AssertionError("a pass of the operator crashed:\n" + "\n".join(crashes))
 
     @property
     def runtime(self) -> OperatorRuntime | None:
@@ -164,8 +218,7 @@ class OperatorThread:
     async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
-            if self.error is not None:
-                raise AssertionError(f"the operator crashed: {self.error!r}")
+            self.assert_healthy()
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {what}")
             await asyncio.sleep(0.1)
@@ -176,11 +229,28 @@ class OperatorThread:
         deadline = time.monotonic() + timeout
         last, since = self.passes, time.monotonic()
         while time.monotonic() - since < quiet:
+            self.assert_healthy()
             assert time.monotonic() < deadline, "the operator never went idle"
             await asyncio.sleep(0.1)
             runtime = self.runtime
             if self.passes != last or (runtime is not None and runtime.queue.pending):
                 last, since = self.passes, time.monotonic()
+
+    async def wait_woken(self, after: int, reason: str, timeout: float = 30.0) -> None:
+        """Until a pass numbered above `after` ran for `reason` (part of the reason its
+        trigger gave, such as "modified ExternalSecretsConfig cluster"), then until idle.
+        Proof that a trigger reached the operator, before asserting that its pass did
+        nothing: `after = operator.passes` before the trigger."""
+        def woken() -> bool:
+            return any(number > after and reason in reasons
+                       for number, reasons in self.log.pass_reasons().items())
+
+        try:
+            await self.wait_until(woken, timeout, f"a pass after pass {after} for {reason!r}")
+        except AssertionError as error:
+            since = {n: r for n, r in self.log.pass_reasons().items() if n > after}
+            raise AssertionError(f"{error}; the passes since: {since}") from None
+        await self.wait_idle()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -197,9 +267,14 @@ async def start_operator(cluster: Cluster, operator_crds: None,
         return operator
 
     yield start
-    for operator in started:
-        with contextlib.suppress(AssertionError):
+    problems = []
+    for operator in started:  # every one is stopped, whatever the first one's trouble
+        try:
             await operator.stop()
+        except AssertionError as error:
+            problems.append(str(error))
+        problems.extend(operator.crashes())
+    assert not problems, "\n".join(problems)
 
 
 # --- cluster preparation ----------------------------------------------------------------------

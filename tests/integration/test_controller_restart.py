@@ -96,9 +96,10 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
     assert runtime is not None
     assert runtime.watcher.specs == STANDING_WATCHES
     webhook = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets-webhook"
+    passes = operator.passes
     await kube.merge_patch(webhook, {"metadata": {"labels": {"app": "changed-by-hand"}}},
                            field_manager="test")
-    await operator.wait_idle()
+    await operator.wait_woken(passes, "modified Deployment external-secrets-webhook")
     live = await kube.request("GET", webhook)
     assert live["metadata"]["labels"]["app"] == "changed-by-hand"
     await user_objects.assert_untouched(kube)

@@ -2,7 +2,9 @@
 
 The operand's CRDs share the category `external-secrets`; if the operator's two CRDs had it
 too, `kubectl delete external-secrets --all -n team-a` would delete ExternalSecretsConfig/cluster
-and ExternalSecretsManager/cluster. Observed with a server-side dry run, as the issue did.
+and ExternalSecretsManager/cluster. Observed with a server-side dry run, as the issue did, in
+a namespace that holds a user's SecretStore and ExternalSecret: the command must succeed and
+name those (the category resolved and the deletion reached its objects), not the singletons.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest_asyncio
 
 from manager.kube import Kube
 from tests.conftest import Cluster
-from tests.integration.conftest import ESC_API, ESM_PATH
+from tests.integration.conftest import ESC_API, ESM_PATH, USER_NAMESPACE, UserObjects
 
 ESC_BODY = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
             "metadata": {"name": "cluster"}, "spec": {}}
@@ -32,9 +34,14 @@ async def singletons(kube: Kube, operator_crds: None, operand_crds: None,
 
 
 async def test_delete_of_the_operand_category_spares_the_singletons(
-        cluster: Cluster, singletons: None) -> None:
-    deleted = cluster.kubectl("delete", "external-secrets", "--all", "-n", "team-a",
+        cluster: Cluster, singletons: None, user_objects: UserObjects) -> None:
+    deleted = cluster.kubectl("delete", "external-secrets", "--all", "-n", USER_NAMESPACE,
                               "--dry-run=server", "-o", "name", check=False)
+    assert deleted.returncode == 0, deleted
+    # The category resolved, and the deletion reached the user's objects in the namespace...
+    assert {"externalsecret.external-secrets.io/user-external-secret",
+            "secretstore.external-secrets.io/user-store"} <= set(deleted.stdout.split()), deleted
+    # ...and not the operator's cluster-scoped singletons.
     assert "operator.openshift.io" not in deleted.stdout + deleted.stderr, deleted
 
     # The operator's own category still finds both.

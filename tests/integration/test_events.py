@@ -36,10 +36,13 @@ def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(e["type"], e["reason"]) for e in events]
 
 
-async def trigger_pass(kube: Kube, value: str) -> None:
-    """A label on the ESC itself: its watch starts a pass that finds the same spec."""
+async def trigger_pass(kube: Kube, operator: OperatorThread, value: str) -> None:
+    """A label on the ESC itself: its watch starts a pass that finds the same spec. Returns
+    once that pass ran and the operator is idle again."""
+    before = operator.passes
     await kube.merge_patch(f"{ESC_API}/cluster", {"metadata": {"labels": {"poke": value}}},
                            field_manager="integration-tests")
+    await operator.wait_woken(before, "modified ExternalSecretsConfig cluster")
 
 
 async def test_events_summarise_passes_and_live_where_describe_looks(
@@ -67,8 +70,7 @@ async def test_events_summarise_passes_and_live_where_describe_looks(
     assert events[0]["reportingController"] == "external-secrets-operator"
 
     # A pass that changes nothing posts nothing; a label change posts one Event.
-    await trigger_pass(kube, "1")
-    await operator.wait_idle()
+    await trigger_pass(kube, operator, "1")
     assert len(await esc_events(kube, uid)) == 1
     await esc.patch_spec({"controllerConfig": {"labels": {"team": "platform"}}})
     await wait_condition(esc, "Ready", "True")
@@ -83,8 +85,7 @@ async def test_events_summarise_passes_and_live_where_describe_looks(
     await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
     await operator.wait_idle()
     for value in ("2", "3"):
-        await trigger_pass(kube, value)
-        await operator.wait_idle()
+        await trigger_pass(kube, operator, value)
     events = await esc_events(kube, uid)
     assert summary(events) == [("Normal", "Applied")] * 2 + [
         ("Warning", "BitwardenSecretNotFound")], events

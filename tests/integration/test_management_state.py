@@ -84,10 +84,10 @@ async def test_unmanaged_pauses_removed_removes_managed_restores(
     webhooks = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
     assert (await kube.list(webhooks, label_selector=MANAGED))["items"] == []
     await operator.wait_idle()
-    writes_before = len(operand_writes(operator))
+    writes_before, passes_before = len(operand_writes(operator)), operator.passes
     await kube.merge_patch(f"{ESC_API}/cluster", {"metadata": {"labels": {"poke": "1"}}},
                            field_manager="integration-tests")
-    await operator.wait_idle()
+    await operator.wait_woken(passes_before, "modified ExternalSecretsConfig cluster")
     assert operand_writes(operator)[writes_before:] == []  # a removed operand stays removed
 
     # Managed again: installed from scratch.

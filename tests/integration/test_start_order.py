@@ -1,6 +1,7 @@
 """Start order does not matter: an ExternalSecretsConfig created after its CRD appeared is
-reconciled within 2 s, even when the CRD arrived after the operator started, or was deleted
-and created again while it ran.
+reconciled within 3 s (DEADLINE), even when the CRD arrived after the operator started, or
+was deleted and created again while it ran. A resync or a discovery poll would take an hour
+or minutes; 2 s held on a quiet machine, the rest is room for a loaded one.
 
 "Reconciled" is measured as the ESC's status conditions for its generation, which a pass
 writes at its end. Tests run with a resync period of an hour, and each waits until the

@@ -31,10 +31,10 @@ from tests.upgrade.test_upgrade import (
     ESC_PATH,
     ESM_PATH,
     ESM_SPEC,
-    SyncedSecretWatch,
     assert_user_objects_untouched,
     ready_for_current_generation,
     settled,
+    synced_sampler,
     synced_value,
 )
 from tests.waiting import eventually
@@ -64,69 +64,72 @@ async def test_olm_upgrades_the_previous_release_in_place(
                      what="the operator to create the ESM")
     await kube.merge_patch(ESM_PATH, {"spec": ESM_SPEC}, field_manager=FIELD_MANAGER)
     await cluster.configure()
-    watch = SyncedSecretWatch(kube)
-    await watch.start()
+    sampler = synced_sampler(kube, ESC_SPEC["controllerConfig"]["namespace"])
+    await sampler.start()
     try:
-        before = await settled(kube)
-        esc_before = await kube.request("GET", ESC_PATH)
-        deployment_before = await kube.request("GET", OPERATOR_DEPLOYMENT)
+        try:
+            before = await settled(kube)
+            esc_before = await kube.request("GET", ESC_PATH)
+            deployment_before = await kube.request("GET", OPERATOR_DEPLOYMENT)
 
-        # The catalog gains the current release.
-        [_, current] = await cluster.publish(previous_source, REPO_ROOT)
-        cluster.mark(f"catalog served: {previous.name}, {current.name}")
-        csv = await cluster.succeeded(current)
-        cluster.mark(f"CSV {current.name} Succeeded")
-        assert csv["spec"]["replaces"] == previous.name, csv["spec"].get("replaces")
+            # The catalog gains the current release.
+            [_, current] = await cluster.publish(previous_source, REPO_ROOT)
+            cluster.mark(f"catalog served: {previous.name}, {current.name}")
+            csv = await cluster.succeeded(current)
+            cluster.mark(f"CSV {current.name} Succeeded")
+            assert csv["spec"]["replaces"] == previous.name, csv["spec"].get("replaces")
 
-        async def previous_csv_gone() -> None:
-            assert await kube.get(f"{CSVS}/{previous.name}") is None, "still there"
+            async def previous_csv_gone() -> None:
+                assert await kube.get(f"{CSVS}/{previous.name}") is None, "still there"
 
-        await eventually(previous_csv_gone, 120, what=f"OLM to delete CSV {previous.name}")
-        cluster.mark(f"CSV {previous.name} deleted")
-        subscription = await kube.request("GET", SUBSCRIPTION)
-        assert subscription["status"]["state"] == "AtLatestKnown", subscription["status"]
-        esc_after = await ready_for_current_generation(kube)
-        cluster.mark("ExternalSecretsConfig Ready=True after the upgrade")
-        after = await settled(kube)
+            await eventually(previous_csv_gone, 120, what=f"OLM to delete CSV {previous.name}")
+            cluster.mark(f"CSV {previous.name} deleted")
+            subscription = await kube.request("GET", SUBSCRIPTION)
+            assert subscription["status"]["state"] == "AtLatestKnown", subscription["status"]
+            esc_after = await ready_for_current_generation(kube)
+            cluster.mark("ExternalSecretsConfig Ready=True after the upgrade")
+            after = await settled(kube)
+        finally:
+            print(cluster.timeline())
+
+        # The operator: its Deployment updated in place, now running the current code alone.
+        deployment = await kube.request("GET", OPERATOR_DEPLOYMENT)
+        assert deployment["metadata"]["uid"] == deployment_before["metadata"]["uid"]
+        template = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert template["image"] in current.operator_images, template["image"]
+        processes = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+        assert [p.env["OPERATOR_IMAGE_VERSION"] for p in processes] == [identity.OPERATOR_VERSION]
+        log = cluster.operator_log(current)
+        assert "action=pass" in log, log[-3000:]
+        forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
+        assert not forbidden, "\n".join(forbidden)
+        print(f"  checked: the operator's Deployment was updated in place; only {current.name} "
+              f"runs, 0 Forbidden in its {len(log.splitlines())} log lines")
+
+        # The operand and the user's objects, judged as the process upgrade test judges them.
+        assert esc_after["metadata"]["uid"] == esc_before["metadata"]["uid"]
+        stayed = ready(esc_before)["lastTransitionTime"] == ready(esc_after)["lastTransitionTime"]
+        print(f"  checked: ExternalSecretsConfig Ready=True for generation "
+              f"{esc_after['metadata']['generation']} ({'stayed' if stayed else 'returned to'} "
+              "True across the upgrade)")
+        previous_rendering, current_rendering = (
+            render_release(source, ESC_SPEC, ESM_SPEC, release_environment(source))
+            for source in (previous_source, REPO_ROOT))
+        renderings = Renderings(tag, previous_rendering, current_rendering)
+        verdict = judge(before, after, renderings)
+        for note in verdict.notes:
+            print(f"  checked: {note}")
+        assert not verdict.problems, "\n".join(verdict.problems)
+        await assert_user_objects_untouched(kube, cluster.user_objects)
+        namespace = ESC_SPEC["controllerConfig"]["namespace"]
+        await kube.merge_patch(STORE.format(namespace=namespace), {"spec": {"provider": {"fake": {
+            "data": [{"key": "k", "value": "after-the-upgrade"}]}}}}, field_manager=FIELD_MANAGER)
+        await eventually(lambda: synced_value(kube, "after-the-upgrade"), 30,
+                         what="the synced Secret to follow its store")
+        await sampler.stop(expect_value="after-the-upgrade")
+        assert not sampler.harm, sampler.harm
+        print(f"  checked: {len(cluster.user_objects)} user objects untouched; the synced Secret "
+              f"was never deleted or emptied (watched throughout: {sampler.summary()}) and "
+              "follows its store after the upgrade")
     finally:
-        print(cluster.timeline())
-
-    # The operator: its Deployment updated in place, now running the current code alone.
-    deployment = await kube.request("GET", OPERATOR_DEPLOYMENT)
-    assert deployment["metadata"]["uid"] == deployment_before["metadata"]["uid"]
-    template = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert template["image"] in current.operator_images, template["image"]
-    processes = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
-    assert [p.env["OPERATOR_IMAGE_VERSION"] for p in processes] == [identity.OPERATOR_VERSION]
-    log = cluster.operator_log(current)
-    assert "action=pass" in log, log[-3000:]
-    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
-    assert not forbidden, "\n".join(forbidden)
-    print(f"  checked: the operator's Deployment was updated in place; only {current.name} "
-          f"runs, 0 Forbidden in its {len(log.splitlines())} log lines")
-
-    # The operand and the user's objects, judged as the process upgrade test judges them.
-    assert esc_after["metadata"]["uid"] == esc_before["metadata"]["uid"]
-    stayed = ready(esc_before)["lastTransitionTime"] == ready(esc_after)["lastTransitionTime"]
-    print(f"  checked: ExternalSecretsConfig Ready=True for generation "
-          f"{esc_after['metadata']['generation']} ({'stayed' if stayed else 'returned to'} "
-          "True across the upgrade)")
-    renderings = Renderings(
-        tag,
-        render_release(previous_source, ESC_SPEC, ESM_SPEC, release_environment(previous_source)),
-        render_release(REPO_ROOT, ESC_SPEC, ESM_SPEC, release_environment(REPO_ROOT)))
-    verdict = judge(before, after, renderings)
-    for note in verdict.notes:
-        print(f"  checked: {note}")
-    assert not verdict.problems, "\n".join(verdict.problems)
-    await assert_user_objects_untouched(kube, cluster.user_objects)
-    namespace = ESC_SPEC["controllerConfig"]["namespace"]
-    await kube.merge_patch(STORE.format(namespace=namespace), {"spec": {"provider": {"fake": {
-        "data": [{"key": "k", "value": "after-the-upgrade"}]}}}}, field_manager=FIELD_MANAGER)
-    await eventually(lambda: synced_value(kube, "after-the-upgrade"), 30,
-                     what="the synced Secret to follow its store")
-    await watch.stop()
-    assert not watch.harm, watch.harm
-    print(f"  checked: {len(cluster.user_objects)} user objects untouched; the synced Secret "
-          f"was never deleted or emptied ({watch.versions} versions seen) and follows its "
-          "store after the upgrade")
+        await sampler.discard()

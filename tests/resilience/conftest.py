@@ -39,7 +39,7 @@ from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.e2e.operator_process import free_port
+from tests.e2e.operator_process import free_port, log_problems
 from tests.integration import conftest as integration
 from tests.integration.conftest import (
     ESC_API,
@@ -289,19 +289,16 @@ async def start_operator(operator_kubeconfig: Path, tmp_path: Path,
         return operator
 
     yield start
-    for operator in started:
+    for operator in started:  # all stopped before any verdict
         operator.stop()
+    for operator in started:
         assert_no_crash(operator)
 
 
 def assert_no_crash(operator: OperatorProcess) -> None:
     """No pass crashed and no task died with a traceback (a dead worker looks alive)."""
-    log = operator.log()
-    crashes = [line for line in log.splitlines() if "result=crash" in line]
-    assert not crashes, f"{operator.log_path}: {crashes}"
-    if "Traceback" in log:
-        excerpt = log[max(0, log.index("Traceback") - 300):][:3000]
-        raise AssertionError(f"{operator.log_path}:\n{excerpt}")
+    problems = log_problems(operator.log())
+    assert not problems, f"{operator.log_path}:\n" + "\n".join(problems)
 
 
 # --- the ExternalSecretsConfig, objects, conditions -----------------------------------------

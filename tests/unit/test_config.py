@@ -574,7 +574,9 @@ def test_a_proxy_that_is_not_a_url_is_refused(value: str) -> None:
 @pytest.mark.parametrize("value", ["http://proxy:3128", "https://user:p%40ss@proxy.example.com",
                                    "socks5://10.0.0.1:1080", "HTTP://PROXY:3128", ""])
 def test_proxy_urls_with_a_scheme_and_a_host_are_accepted(value: str) -> None:
-    assert config(app(proxy={"httpProxy": value})) is not None
+    # Taken as given, and in place of the environment's; "" is an explicit "no proxy".
+    accepted = config(app(proxy={"httpProxy": value}), env=PROXY_ENV).proxy
+    assert accepted == (ProxySettings(http_proxy=value) if value else None)
 
 
 # --- network policies -------------------------------------------------------------------------

@@ -16,8 +16,10 @@ the previous release stops and the current code starts, as a Deployment with the
   current code: a pass over an unchanged cluster writes nothing, by design, so to see the
   first pass of the new release end the test removes the status while no operator runs;
 - the user's objects are untouched, and the secret the real external-secrets controller
-  synced for them is never deleted or emptied across the upgrade, and still follows its
-  source afterwards.
+  synced for them is never deleted or emptied across the upgrade (a watch alive from before
+  the upgrade until after it: tests/samplers.py), and still follows its source afterwards;
+- each release stopped cleanly (exit code 0 on SIGTERM), with no crashed pass and no
+  traceback in its log.
 
 Simulated cluster (default): both releases run out of cluster as processes (`python -m
 manager run`) from their source trees, with the environment their Deployment manifests set;
@@ -48,11 +50,12 @@ import pytest
 import pytest_asyncio
 
 from devcluster.images import release_venv
-from manager.kube import ApiError, Kube, install_crds
+from manager.kube import Kube, install_crds
 from manager.operator import load_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess
+from tests.samplers import SyncSampler
 from tests.upgrade.snapshot import (
     Renderings,
     Snapshot,
@@ -115,6 +118,8 @@ class LocalReleases:
         self.previous = previous
         self.workdir = workdir
         self.process: OperatorProcess | None = None
+        self.problems: list[str] = []
+        """Of the releases stopped: an exit code other than 0, crashed passes, tracebacks."""
 
     async def start_previous(self) -> None:
         script("install-crds", str(self.previous), cluster=self.cluster)
@@ -135,9 +140,9 @@ class LocalReleases:
         self.process = await asyncio.to_thread(process.start)
 
     async def stop(self) -> None:
-        if self.process is not None:
-            await asyncio.to_thread(self.process.stop)
-            self.process = None
+        process, self.process = self.process, None
+        if process is not None:
+            self.problems += await asyncio.to_thread(process.stop_checked)
 
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-6000:]}"
@@ -149,6 +154,7 @@ class DeployedReleases:
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
+        self.problems: list[str] = []  # none gathered: the Deployment's pods are not ours
         self.image = os.environ.get("UPGRADE_CURRENT_IMAGE", "")
         if not self.image:
             pytest.fail("USE_EXISTING_CLUSTER=1 needs UPGRADE_CURRENT_IMAGE (and the previous "
@@ -254,36 +260,9 @@ SYNCED = "team-synced"
 SYNCED_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/{SYNCED}"
 
 
-class SyncedSecretWatch:
-    """Watches the synced Secret: every deletion, and every version without its key."""
-
-    def __init__(self, kube: Kube):
-        self.kube = kube
-        self.harm: list[str] = []
-        self.versions = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        listing = await self.kube.list(f"/api/v1/namespaces/{NAMESPACE}/secrets",
-                                       field_selector=f"metadata.name={SYNCED}")
-        assert listing["items"], "the synced Secret does not exist yet"
-        self._task = asyncio.create_task(self._follow(listing["metadata"]["resourceVersion"]))
-
-    async def _follow(self, version: str) -> None:
-        async for event in self.kube.watch(f"/api/v1/namespaces/{NAMESPACE}/secrets",
-                                           resource_version=version,
-                                           field_selector=f"metadata.name={SYNCED}"):
-            self.versions += 1
-            if event.type == "DELETED":
-                self.harm.append("the synced Secret was deleted")
-            elif not (event.object.get("data") or {}).get("k"):
-                self.harm.append(f"the synced Secret was emptied ({event.type})")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ApiError):
-                await self._task
+def synced_sampler(kube: Kube, namespace: str = NAMESPACE) -> SyncSampler:
+    """The user's synced Secret, watched: never to be deleted or emptied across the upgrade."""
+    return SyncSampler(kube, namespace, SYNCED, "k")
 
 
 async def synced_value(kube: Kube, expected: str) -> None:
@@ -361,6 +340,7 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
                            field_manager=FIELD_MANAGER)
     created = await create_user_objects(admin)
     original_esm: dict[str, Any] | None = None
+    sampler = synced_sampler(admin)
     try:
         # The previous release installs and configures the stack.
         await releases.start_previous()
@@ -381,8 +361,7 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
         await eventually(esm_labels_landed, 120, what="the ESM labels on the pod templates")
         # The operand syncs the user's secret; it must survive the upgrade untouched.
         await eventually(lambda: synced_value(admin, "v"), 120, what="the user's secret to sync")
-        watch = SyncedSecretWatch(admin)
-        await watch.start()
+        await sampler.start()
         before = await settled(admin)
         esc_before = await admin.request("GET", ESC_PATH)
         assert len(before.deployments) == 4, sorted(before.deployments)
@@ -415,19 +394,25 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
             {"key": "k", "value": "after-the-upgrade"}]}}}}, field_manager=FIELD_MANAGER)
         await eventually(lambda: synced_value(admin, "after-the-upgrade"), 30,
                          what="the synced Secret to follow its store")
-        await watch.stop()
-        assert not watch.harm, watch.harm
-        print(f"  checked: the synced Secret was never deleted or emptied ({watch.versions} "
-              "versions seen) and follows its store after the upgrade")
+        await sampler.stop(expect_value="after-the-upgrade")
+        assert not sampler.harm, sampler.harm
+        print(f"  checked: the synced Secret was never deleted or emptied (watched throughout: "
+              f"{sampler.summary()}) and follows its store after the upgrade")
         state = ("Ready=True" if USE_EXISTING_CLUSTER else
                  "Progressing, awaiting only bitwarden-sdk-server (no binary here)")
         print(f"  checked: ExternalSecretsConfig {state} for generation "
               f"{esc_after['metadata']['generation']}, written by the current code")
         assert not verdict.problems, "\n".join(verdict.problems) + "\n" + releases.logs()
+        await releases.stop()
+        assert not releases.problems, "\n".join(releases.problems)
+        if not USE_EXISTING_CLUSTER:
+            print("  checked: both releases stopped with exit code 0, no pass crashed and no "
+                  "traceback in their logs")
     except BaseException:
         print(releases.logs(), file=sys.stderr)
         raise
     finally:
+        await sampler.discard()
         await releases.stop()
         await _clean_up(cluster, admin, original_esm)
 
