@@ -234,6 +234,37 @@ def test_the_running_controller_follows_proxy_and_operating_namespace(
     wait_esc(timeout=120)
 
 
+@pytest.mark.skipif(USE_EXISTING_CLUSTER, reason="reads the processes of the simulated cluster")
+def test_a_proxy_that_accepts_nothing_keeps_in_cluster_traffic_working(
+        cluster: Cluster, operand: None) -> None:
+    """No noProxy from the administrator, and a proxy where nothing listens: the controller
+    still reaches the API server (the kubernetes Service's ClusterIP, which the operator adds
+    to NO_PROXY), the webhook gets no proxy at all, and a new ExternalSecret syncs."""
+    dead = "http://127.0.0.1:9"  # nothing listens in the pod: every proxied dial is refused
+    patch_esc({"appConfig": {"proxy": {"httpProxy": dead, "httpsProxy": dead}}})
+
+    def proxied(process: Any) -> None:
+        assert process.env.get("HTTPS_PROXY") == dead
+        assert process.env.get("KUBERNETES_SERVICE_HOST") in (
+            process.env.get("NO_PROXY") or "").split(",")
+
+    wait_controller(cluster, proxied, "the controller to run with the dead proxy")
+    wait_esc(timeout=120)
+    webhooks = operand_processes(cluster, "webhook")
+    assert webhooks, "no webhook process runs"
+    assert not [p.pod for p in webhooks if "HTTPS_PROXY" in p.env]
+    oc.apply(external_secret("past-a-dead-proxy", "fake", [
+        {"secretKey": "password", "remoteRef": {"key": "/db/password"}}]))
+    wait_synced("past-a-dead-proxy", {"password": "first"}, 60)
+    patch_esc({"appConfig": {"proxy": None}})
+    wait_controller(cluster, _unproxied, "the controller to run without the proxy")
+    wait_esc(timeout=120)
+
+
+def _unproxied(process: Any) -> None:
+    assert "HTTPS_PROXY" not in process.env
+
+
 def _not_scoped(process: Any) -> None:
     assert not any(arg.startswith("--namespace=") for arg in process.argv), process.argv
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from manager.kube import Kube, install_crds
 from manager.operator import load_crds
-from tests.admission import AdmissionSampler
 from tests.conftest import CertManager
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
@@ -32,6 +31,7 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_controller_toggles import remove_cert_manager_crds
+from tests.samplers import AdmissionSampler
 
 StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["lifetimes"]
