@@ -89,9 +89,10 @@ class ClusterFacts:
                 ("tls.crt", "tls.key", "ca.crt"))
         digests: dict[LoadedSource, str] = {}
         for source, (path, keys) in sources.items():
-            found = await self.kube.get(path)
-            if found is not None:
-                digests[source] = content_digest(found, keys)
+            # Missing reads as empty: the proxy's CA ConfigMap, which this pass creates empty,
+            # digests the same before and after, so an install does not roll the controller.
+            found = await self.kube.get(path) or {}
+            digests[source] = content_digest(found, keys)
             del found  # a Secret's values go no further than the digest
         return config.model_copy(update={"loaded_once": digests})
 
