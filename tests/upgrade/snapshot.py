@@ -23,6 +23,7 @@ import yaml
 from devcluster.images import release_venv
 from manager.apply import Discovery
 from manager.kube import Kube
+from manager.render.context import LOADED_CONTENT_ANNOTATION
 from manager.render.state import renderable_kinds
 
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
@@ -217,5 +218,24 @@ def _judge_deployment(name: str, old: DeploymentState, new: DeploymentState,
                        f"{new.template_hash}), expected: the pod template the current code "
                        f"renders differs from {release}'s at {rendered}")
     live = differences(old.spec["template"], new.spec["template"])
+    if _only_gained_loaded_content(old.spec["template"], new.spec["template"]):
+        return False, (f"Deployment {name}: rolled once, to take {LOADED_CONTENT_ANNOTATION} "
+                       f"(the digest of what its process loads once: a cluster fact that "
+                       f"`render` cannot see), which {release} did not set")
     return True, (f"Deployment {name}: rolled (pod template changed at {live}), although "
                   "both releases render the same pod template")
+
+
+def _only_gained_loaded_content(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """The only change is the loaded-content digest, which the old template did not have."""
+    old_annotations = (old.get("metadata") or {}).get("annotations") or {}
+    new_annotations = dict((new.get("metadata") or {}).get("annotations") or {})
+    if LOADED_CONTENT_ANNOTATION in old_annotations or not new_annotations.pop(
+            LOADED_CONTENT_ANNOTATION, None):
+        return False
+    metadata = {**(new.get("metadata") or {}), "annotations": new_annotations}
+    if not new_annotations:
+        del metadata["annotations"]
+    stripped = {**new, "metadata": metadata} if metadata or "metadata" in old else {
+        key: value for key, value in new.items() if key != "metadata"}
+    return not differences(old, stripped)

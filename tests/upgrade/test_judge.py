@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from manager.render.context import LOADED_CONTENT_ANNOTATION
 from tests.upgrade.snapshot import (
     DeploymentState,
     Rendering,
@@ -68,6 +69,23 @@ def test_a_roll_is_expected_only_when_the_rendered_template_changed() -> None:
     verdict = judge(snapshot(), rolled, renderings(["--a"], ["--a"]))
     assert len(verdict.problems) == 1
     assert "although both releases render the same pod template" in verdict.problems[0]
+
+
+def test_a_roll_that_only_adds_the_loaded_content_digest_is_expected() -> None:
+    """`render` cannot see the digest (a cluster fact): the one roll that adds it is noted;
+    anything else that changes with it is still a problem."""
+    digested = spec(["--a"])
+    digested["template"] = {**digested["template"], "metadata": {
+        **(digested["template"].get("metadata") or {}),
+        "annotations": {LOADED_CONTENT_ANNOTATION: "0123456789abcdef"}}}
+    rolled = snapshot(deployment=DeploymentState("d1", 2, digested))
+    verdict = judge(snapshot(), rolled, renderings(["--a"], ["--a"]))
+    assert verdict.problems == []
+    assert any("rolled once, to take" in note for note in verdict.notes)
+    digested["template"]["spec"] = {**digested["template"]["spec"], "hostNetwork": True}
+    verdict = judge(snapshot(), snapshot(deployment=DeploymentState("d1", 2, digested)),
+                    renderings(["--a"], ["--a"]))
+    assert len(verdict.problems) == 1
 
 
 def test_a_generation_bump_without_a_rendered_change_is_a_problem() -> None:
