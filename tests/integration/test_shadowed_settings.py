@@ -30,8 +30,10 @@ async def manager_entry(kube: Kube) -> dict[str, dict[str, Any]]:
 
 
 async def set_esm_spec(kube: Kube, spec: dict[str, Any]) -> None:
-    await kube.request("PUT", ESM_PATH, body={
-        **(await kube.request("GET", ESM_PATH)), "spec": spec})
+    # A JSON patch carries no resourceVersion: the operator's status writes in between
+    # cannot turn it into a 409 the way a GET-then-PUT can.
+    await kube.request("PATCH", ESM_PATH, body=[{"op": "replace", "path": "/spec", "value": spec}],
+                       content_type="application/json-patch+json")
 
 
 async def test_overridden_global_settings_and_unknown_features_are_reported(
