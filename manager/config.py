@@ -170,6 +170,16 @@ class CertManagerSettings(_Frozen):
     "false") the operator puts the CA of the issued webhook certificate (its Secret's
     `ca.crt`, base64 as the API carries it) into the webhooks' caBundle."""
 
+    bundle_overlap: str | None = None
+    """A cluster fact: while the webhook pods move to a new CA (controllers/ca_overlap.py),
+    the caBundle to render instead of `ca_bundle` alone: it, then the CAs trusted before."""
+    overlap_until: float | None = None
+    """A cluster fact: when that overlap ends unless something else changes first (epoch
+    seconds), so that a pass then drops the previous CAs."""
+    mount_previous: bool = False
+    """A cluster fact: cert-manager has not issued the webhook's Secret yet but the
+    cert-controller's still exists, so the webhook keeps serving that one until then."""
+
     @property
     def operator_fills_ca_bundle(self) -> bool:
         return self.enabled and not self.add_injector_annotations

@@ -27,17 +27,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
+from manager.apply.results import ObjectRef
 from manager.config import EffectiveConfig, LoadedSource, with_api_server_addresses
-from manager.kube import JsonObject, Kube
-from manager.render.context import TRUSTED_CA_CONFIGMAP, WEBHOOK_SECRET_CERT_MANAGER
+from manager.controllers import ca_overlap
+from manager.controllers.readiness import last_change
+from manager.kube import PARTIAL_METADATA, JsonObject, Kube
+from manager.render.context import (
+    DEPLOYMENT_NAMES,
+    TRUSTED_CA_CONFIGMAP,
+    WEBHOOK_CONFIGURATIONS,
+    WEBHOOK_SECRET,
+    WEBHOOK_SECRET_CERT_MANAGER,
+)
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
 KUBERNETES_SERVICE = "/api/v1/namespaces/default/services/kubernetes"
+WEBHOOKS_API = "admissionregistration.k8s.io/v1"
+WEBHOOK_KIND = "ValidatingWebhookConfiguration"
 
 
 def service_addresses(service: dict[str, Any] | None) -> tuple[str, ...]:
@@ -51,21 +64,60 @@ def service_addresses(service: dict[str, Any] | None) -> tuple[str, ...]:
 class ClusterFacts:
     kube: Kube
     discovery: Discovery
+    cache: ObjectCache = field(default_factory=ObjectCache)  # empty: ask the server
 
     async def complete(self, config: EffectiveConfig) -> EffectiveConfig:
         """`config` with the cluster facts its rendering needs."""
         config = await self._monitoring(config)
         config = await self._loaded_once(config)
         config = await self._api_server_addresses(config)
+        return await self._webhook_certificate(config)
+
+    async def _webhook_certificate(self, config: EffectiveConfig) -> EffectiveConfig:
+        """With cert-manager on: which Secret the webhook serves, the CA cert-manager
+        published and, while the pods move to a new CA, the caBundle that trusts both."""
         settings = config.cert_manager
-        if not settings.operator_fills_ca_bundle:
+        if not settings.enabled:
             return config
-        secret = await self.kube.get(
-            f"/api/v1/namespaces/{config.namespace}/secrets/{WEBHOOK_SECRET_CERT_MANAGER}")
-        ca_bundle = ((secret or {}).get("data") or {}).get("ca.crt") or None
-        del secret
-        return config.model_copy(update={
-            "cert_manager": settings.model_copy(update={"ca_bundle": ca_bundle})})
+        secrets = f"/api/v1/namespaces/{config.namespace}/secrets"
+        fills = settings.operator_fills_ca_bundle
+        secret = await self.kube.get(f"{secrets}/{WEBHOOK_SECRET_CERT_MANAGER}",
+                                     accept="application/json" if fills else PARTIAL_METADATA)
+        facts: dict[str, object] = {"mount_previous": secret is None and (
+            await self._live(ObjectRef("v1", "Secret", config.namespace, WEBHOOK_SECRET),
+                             PARTIAL_METADATA) is not None)}
+        published = ((secret or {}).get("data") or {}).get("ca.crt") or None
+        if fills and published and secret is not None:
+            facts.update(await self._overlap(config, published, last_change(secret)))
+        del secret  # the private key goes no further
+        return config.model_copy(update={"cert_manager": settings.model_copy(
+            update={**facts, "ca_bundle": published if fills else None})})
+
+    async def _overlap(self, config: EffectiveConfig, published: str,
+                       written: float) -> dict[str, object]:
+        """The caBundle while the webhook pods move to the published CA (ca_overlap.py)."""
+        deployment = await self._live(
+            ObjectRef("apps/v1", "Deployment", config.namespace, DEPLOYMENT_NAMES["webhook"]))
+        lasting = ca_overlap.overlap(deployment, WEBHOOK_SECRET_CERT_MANAGER, written,
+                                     time.time())
+        if lasting is None:
+            return {}
+        configurations = [await self._live(ObjectRef(WEBHOOKS_API, WEBHOOK_KIND, "", name))
+                          for name in WEBHOOK_CONFIGURATIONS]
+        bundle = ca_overlap.trusted_bundle(published, ca_overlap.live_bundles(configurations),
+                                           keep_previous=True)
+        if bundle == published:
+            return {}
+        return {"bundle_overlap": bundle, "overlap_until": lasting.until}
+
+    async def _live(self, ref: ObjectRef, accept: str = "application/json") -> JsonObject | None:
+        """One of the operator's objects: from the watch cache when it has listed the
+        kind, else from the server."""
+        if self.cache.synced((ref.group, ref.kind)):
+            return self.cache.get(ref)
+        resource = await self.discovery.require(ref.api_version, ref.kind)
+        return await self.kube.get(resource.object_path(ref.name, ref.namespace or None),
+                                   accept=accept)
 
     async def _monitoring(self, config: EffectiveConfig) -> EffectiveConfig:
         if not config.monitoring.enabled:

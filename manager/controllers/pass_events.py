@@ -34,6 +34,9 @@ from manager.render.components import CERT_CONTROLLER_APP
 # their own (_switches, the bitwarden line, _cert_manager_changes) or are not settings.
 _OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings",
                         "ignored_settings", "loaded_once"})
+# CertManagerSettings fields that are cluster facts, not settings (at their defaults).
+_CERT_MANAGER_FACTS = {"ca_bundle": None, "bundle_overlap": None, "overlap_until": None,
+                       "mount_previous": False}
 _LOADED_NAMES = {"trusted-ca": "the trustedCABundle ConfigMap",
                  "proxy-ca": "the proxy's CA bundle", "bitwarden-tls": "bitwarden's TLS Secret"}
 _SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",
@@ -163,9 +166,15 @@ def _cert_manager_changes(previous: EffectiveConfig, current: EffectiveConfig,
     if any(w.action is Action.DELETED and w.ref.name.startswith(CERT_CONTROLLER_APP)
            for w in writes):
         changes.append("cert-manager's webhook certificate is Ready, so the cert-controller goes")
-    if (previous.cert_manager.model_copy(update={"ca_bundle": None})
-            != current.cert_manager.model_copy(update={"ca_bundle": None})):
+    if (previous.cert_manager.model_copy(update=_CERT_MANAGER_FACTS)
+            != current.cert_manager.model_copy(update=_CERT_MANAGER_FACTS)):
         changes.append("certManagerConfig changed")
     if previous.cert_manager.ca_bundle != current.cert_manager.ca_bundle:
         changes.append("cert-manager issued a new webhook CA")
+    if current.cert_manager.bundle_overlap and not previous.cert_manager.bundle_overlap:
+        changes.append("the caBundle trusts the previous CA too until every webhook pod "
+                       "serves the new certificate")
+    elif previous.cert_manager.bundle_overlap and not current.cert_manager.bundle_overlap:
+        changes.append("every webhook pod serves the new certificate, so the caBundle drops "
+                       "the previous CA")
     return changes

@@ -31,7 +31,7 @@ from manager.kube import JsonObject
 # How long a caBundle may lag behind the served certificate before the administrator is
 # told (its filler, the cert-controller or cert-manager's CA injector, needs seconds).
 TRUST_GRACE_SECONDS = 120.0
-_PEM_CERTIFICATE = re.compile(
+PEM_CERTIFICATE = re.compile(
     r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 
 SCHEDULING_FIELDS = ("spec.appConfig.nodeSelector, affinity and tolerations (or the "
@@ -168,7 +168,7 @@ def certificates(bundle: str) -> frozenset[bytes]:
     try:
         text = base64.b64decode(bundle, validate=True).decode("ascii")
         return frozenset(ssl.PEM_cert_to_DER_cert(pem)
-                         for pem in _PEM_CERTIFICATE.findall(text))
+                         for pem in PEM_CERTIFICATE.findall(text))
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return frozenset()
 

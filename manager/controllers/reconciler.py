@@ -85,7 +85,7 @@ from manager.logs import brief
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
-from manager.render.context import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER
+from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
 from manager.render.state import kind_rank, renderable_kinds
 from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
@@ -119,6 +119,8 @@ class PassReport:
     watches: frozenset[WatchSpec]
     writes: list[ObjectResult] = field(default_factory=list)
     annotator_failed: bool = False
+    recheck_in: float | None = None
+    """Seconds until the cluster changes by time alone (a CA overlap ends), when it will."""
 
     @property
     def needs_retry(self) -> bool:
@@ -179,7 +181,7 @@ class Reconciler:
         self.applier = Applier(kube, discovery, cache)
         self.pruner = Pruner(kube, discovery, cache)
         self.preflight = Preflight(kube, discovery)
-        self.facts = ClusterFacts(kube, discovery)
+        self.facts = ClusterFacts(kube, discovery, cache)
         self.annotator = CrdAnnotator(kube)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
@@ -205,7 +207,7 @@ class Reconciler:
         await self._post_events(esc, outcome, branch.writes, config, branch.cause)
         metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
         return PassReport(outcome, branch.watches, branch.writes,
-                          isinstance(branch.annotator, ApiError))
+                          isinstance(branch.annotator, ApiError), _recheck_in(config))
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,
@@ -340,7 +342,7 @@ class Reconciler:
         mount (the cert-controller's, applied in this pass, or cert-manager's). The Secret is
         read whole only when its resourceVersion moved (the cache keeps metadata), and only
         `ca.crt` and its write times are kept: the private key goes with the response."""
-        name = WEBHOOK_SECRET_CERT_MANAGER if config.cert_manager.enabled else WEBHOOK_SECRET
+        name = webhook_secret(config.cert_manager)
         path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
         secret = next((r.live for r in applied if r.ref.kind == "Secret"
                        and r.ref.name == name), None)
@@ -536,6 +538,11 @@ def _pods_may_explain(deployment: JsonObject) -> bool:
 def _component_app(obj: JsonObject) -> str | None:
     labels: dict[str, str] = obj.get("metadata", {}).get("labels") or {}
     return labels.get("app.kubernetes.io/name")
+
+
+def _recheck_in(config: EffectiveConfig | None) -> float | None:
+    until = config.cert_manager.overlap_until if config is not None else None
+    return None if until is None else max(1.0, until - time.time())
 
 
 def _ca_bundle_source(config: EffectiveConfig) -> str:

@@ -18,7 +18,8 @@ dependency needs a fix (the dependency watches usually end that wait much earlie
 from 2 s to 30 s while the applied operand rolls out (Deployment and Certificate status
 changes usually end that wait much earlier; the rechecks keep the reason given current). Only
 retries advance the backoff (passes that events trigger do not), and it starts over when
-the kind of outcome changes.
+the kind of outcome changes. A pass that ends well but knows that time alone will change what
+it renders (the end of a CA overlap, ca_overlap.py) asks for a recheck at that moment.
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ class OperatorRuntime:
         if report is not None and not report.needs_retry:
             self._failures, self._failing_as = 0, None
             result = report.outcome.kind.value if report.outcome else "NoConfig"
+            if report.recheck_in is not None:  # nothing will say when the time has come
+                self.queue.request_after(report.recheck_in, "recheck")
             return result, len(report.writes), None
         kind = (report.outcome.kind if report is not None and report.outcome is not None
                 else OutcomeKind.RETRYING)

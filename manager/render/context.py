@@ -23,7 +23,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from manager.config import EffectiveConfig, LoadedSource, ProxySettings, WorkloadSettings
+from manager.config import (
+    CertManagerSettings,
+    EffectiveConfig,
+    LoadedSource,
+    ProxySettings,
+    WorkloadSettings,
+)
 from manager.render import labels
 from manager.render.alerts import monitoring_context
 from manager.render.components import (
@@ -65,6 +71,7 @@ RESTRICTED_POD_SECURITY_CONTEXT: Final = {
 
 # Names of the Secrets holding the webhook's serving certificate (not secrets themselves).
 WEBHOOK_SECRET: Final = "external-secrets-webhook"  # noqa: S105
+WEBHOOK_CONFIGURATIONS: Final = ("externalsecret-validate", "secretstore-validate")
 WEBHOOK_SECRET_CERT_MANAGER: Final = "external-secrets-webhook-cm"  # noqa: S105
 INJECT_CA_FROM: Final = "cert-manager.io/inject-ca-from"
 
@@ -101,6 +108,14 @@ LOADED_CONTENT_ANNOTATION: Final = "operator.openshift.io/loaded-content-hash"
 DEPLOYMENT_NAMES: Final = {"controller": "external-secrets", "webhook": "external-secrets-webhook",
                            "cert-controller": "external-secrets-cert-controller",
                            "bitwarden": "bitwarden-sdk-server"}
+
+
+def webhook_secret(cert_manager: CertManagerSettings) -> str:
+    """The Secret whose certificate the webhook serves: cert-manager's once it is on and has
+    issued it; until then, during a switch, the cert-controller's, which stays meanwhile."""
+    if cert_manager.enabled and not cert_manager.mount_previous:
+        return WEBHOOK_SECRET_CERT_MANAGER
+    return WEBHOOK_SECRET
 
 
 def operand_log_level(level: int) -> str:
@@ -237,18 +252,18 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "webhook": {
             "check_interval": config.webhook_check_interval,
             "lookahead_interval": config.webhook_lookahead_interval,
-            "certificate_secret": (WEBHOOK_SECRET_CERT_MANAGER if cert_manager.enabled
-                                   else WEBHOOK_SECRET),
+            "certificate_secret": webhook_secret(cert_manager),
             "annotations": (
                 {INJECT_CA_FROM: f"{config.namespace}/external-secrets-webhook"}
                 if cert_manager.enabled and cert_manager.add_injector_annotations else None
             ),
-            "ca_bundle": cert_manager.ca_bundle if cert_manager.operator_fills_ca_bundle
-            else None,
+            "ca_bundle": (cert_manager.bundle_overlap or cert_manager.ca_bundle)
+            if cert_manager.operator_fills_ca_bundle else None,
             "failure_policy": config.webhook.failure_policy,
             "timeout_seconds": config.webhook.timeout_seconds,
         },
         "cert_manager": {
+            "secret_name": WEBHOOK_SECRET_CERT_MANAGER,
             "issuer_ref": {"name": cert_manager.issuer_name, "kind": cert_manager.issuer_kind,
                            "group": cert_manager.issuer_group},
             "duration": cert_manager.duration,

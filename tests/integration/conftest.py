@@ -78,6 +78,7 @@ SCENARIO_NAMESPACES = {
     "columns": "eso-it-columns",
     "failure": "eso-it-failure",
     "lifetimes": "eso-it-lifetimes",
+    "ca-switch": "eso-it-ca-switch",
     "process": "eso-it-process",
     "management": "eso-it-management",
     "plan": "eso-it-plan",

@@ -503,6 +503,22 @@ def test_the_cause_names_what_changed_since_the_last_converged_pass() -> None:
     assert "cert-controller goes" in pass_events.change_cause(
         with_cert_manager, with_cert_manager, _results(Action.DELETED,
                                                        name="external-secrets-cert-controller"))
+    # A new CA, then the overlap of old and new in the caBundle, then its end; the cluster
+    # facts alone are not "certManagerConfig changed".
+    def facts(**update: object) -> EffectiveConfig:
+        return with_cert_manager.model_copy(update={
+            "cert_manager": with_cert_manager.cert_manager.model_copy(update=update)})
+
+    updated = _results(Action.UPDATED)
+    old, new, both = facts(ca_bundle="A"), facts(ca_bundle="B"), facts(
+        ca_bundle="B", bundle_overlap="BA", overlap_until=1.0)
+    assert pass_events.change_cause(old, both, updated) == (
+        "cert-manager issued a new webhook CA, the caBundle trusts the previous CA too until "
+        "every webhook pod serves the new certificate")
+    assert pass_events.change_cause(both, new, updated) == (
+        "every webhook pod serves the new certificate, so the caBundle drops the previous CA")
+    assert pass_events.change_cause(facts(mount_previous=True), new, updated) == \
+        "cert-manager issued a new webhook CA"
 
 
 NOT_DEGRADED = pass_events.Before(False, "Reconciled")

@@ -1,0 +1,107 @@
+"""The caBundle while the webhook pods move to a new CA (manager/controllers/ca_overlap.py)."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from manager.config import CertManagerSettings
+from manager.controllers import ca_overlap
+from manager.controllers.readiness import certificates
+from manager.render.context import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
+
+NEW_SECRET = WEBHOOK_SECRET_CERT_MANAGER
+
+
+def make_ca(directory: Path, name: str) -> str:
+    """A self-signed CA certificate, base64 as a caBundle carries it."""
+    key, cert = directory / f"{name}.key", directory / f"{name}.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={name}",
+                    "-days", "1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return base64.b64encode(cert.read_bytes()).decode()
+
+
+@pytest.fixture(scope="module")
+def cas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    directory = tmp_path_factory.mktemp("cas")
+    return {name: make_ca(directory, name) for name in ("old", "new", "other")}
+
+
+def deployment(secret: str, *, rolled_out: bool = True) -> dict[str, object]:
+    return {
+        "metadata": {"generation": 2},
+        "spec": {"replicas": 2, "template": {"spec": {"volumes": [
+            {"name": "certs", "secret": {"secretName": secret}}]}}},
+        "status": {"observedGeneration": 2, "replicas": 3 if not rolled_out else 2,
+                   "updatedReplicas": 1 if not rolled_out else 2,
+                   "availableReplicas": 2}}
+
+
+def test_an_overlap_lasts_while_the_pods_move_to_the_secret() -> None:
+    moving = ca_overlap.overlap(deployment(WEBHOOK_SECRET), NEW_SECRET, 0.0, now=10_000.0)
+    assert moving is not None
+    assert moving.until is None  # the Deployment's status changes end it
+    assert f"move to Secret {NEW_SECRET}" in moving.reason
+    rolling = ca_overlap.overlap(deployment(NEW_SECRET, rolled_out=False), NEW_SECRET, 0.0,
+                                 now=10_000.0)
+    assert rolling is not None
+    assert rolling.until is None
+
+
+def test_an_overlap_lasts_a_fixed_time_after_the_secret_changes() -> None:
+    written = 1_000.0
+    during = ca_overlap.overlap(deployment(NEW_SECRET), NEW_SECRET, written,
+                                now=written + ca_overlap.OVERLAP_SECONDS - 1)
+    assert during is not None
+    assert during.until == written + ca_overlap.OVERLAP_SECONDS
+    assert ca_overlap.overlap(deployment(NEW_SECRET), NEW_SECRET, written,
+                              now=written + ca_overlap.OVERLAP_SECONDS) is None
+
+
+def test_no_pods_no_overlap() -> None:
+    assert ca_overlap.overlap(None, NEW_SECRET, 0.0, now=1.0) is None
+
+
+def test_the_bundle_trusts_the_previous_cas_only_during_an_overlap(
+        cas: dict[str, str]) -> None:
+    live = [cas["old"], cas["old"]]  # both webhooks carry the old CA
+    assert ca_overlap.trusted_bundle(cas["new"], live, keep_previous=False) == cas["new"]
+    both = ca_overlap.trusted_bundle(cas["new"], live, keep_previous=True)
+    assert certificates(both) == certificates(cas["new"]) | certificates(cas["old"])
+    # The published CA comes first, and each previous CA once.
+    text = base64.b64decode(both).decode()
+    assert text.count("BEGIN CERTIFICATE") == 2
+    assert text.startswith(base64.b64decode(cas["new"]).decode().rstrip("\n"))
+
+
+def test_a_steady_bundle_is_the_published_ca_exactly(cas: dict[str, str]) -> None:
+    # Nothing else in the live bundles: the rendered value is unchanged, so nothing is written.
+    assert ca_overlap.trusted_bundle(cas["new"], [cas["new"]], keep_previous=True) == cas["new"]
+    # An overlap already rendered keeps its value from pass to pass.
+    both = ca_overlap.trusted_bundle(cas["new"], [cas["old"]], keep_previous=True)
+    assert ca_overlap.trusted_bundle(cas["new"], [both, both], keep_previous=True) == both
+
+
+def test_unreadable_bundles_are_not_carried_over(cas: dict[str, str]) -> None:
+    junk = base64.b64encode(b"not a certificate").decode()
+    assert ca_overlap.trusted_bundle(cas["new"], [junk, "%%%"], keep_previous=True) == cas["new"]
+
+
+def test_live_bundles_of_both_configurations(cas: dict[str, str]) -> None:
+    configurations = [
+        {"webhooks": [{"clientConfig": {"caBundle": cas["old"]}}, {"clientConfig": {}}]},
+        None,
+        {"webhooks": [{"clientConfig": {"caBundle": cas["other"]}}]}]
+    assert ca_overlap.live_bundles(configurations) == [cas["old"], cas["other"]]
+
+
+def test_the_webhook_moves_to_cert_managers_secret_only_once_it_is_issued() -> None:
+    assert webhook_secret(CertManagerSettings()) == WEBHOOK_SECRET
+    assert webhook_secret(CertManagerSettings(enabled=True)) == WEBHOOK_SECRET_CERT_MANAGER
+    assert webhook_secret(CertManagerSettings(enabled=True, mount_previous=True)) == \
+        WEBHOOK_SECRET
