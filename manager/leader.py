@@ -90,6 +90,12 @@ class Decision(enum.Enum):
     WAIT = "wait"      # someone else holds it, still valid
 
 
+class Attempt(enum.Enum):
+    HELD = "held"      # we hold the Lease (created, taken or renewed)
+    TAKEN = "taken"    # another candidate holds it, still valid
+    FAILED = "failed"  # the API server did not answer, or another write came first
+
+
 def decide(record: LeaseRecord | None, me: str, observed_at: float, now: float) -> Decision:
     """What a candidate does with the Lease it just read. `observed_at` is when (on our
     monotonic clock) the record was first seen as it is now."""
@@ -155,33 +161,41 @@ class LeaderElector:
         logger.info("action=leader result=waiting identity=%s lease=%s", self.identity,
                     self.path.rsplit("/", 1)[-1])
         metrics.record_leader(False)
-        while not await self._try():
+        while await self._attempt() is not Attempt.HELD:
             await asyncio.sleep(self.timing.retry_period)
         self.leading = True
         metrics.record_leader(True)
         logger.info("action=leader result=gained identity=%s", self.identity)
 
     async def hold(self) -> None:
-        """Renew every retry period; returns when no renewal succeeded for the renew
-        deadline (the Lease is lost, or about to be taken by another candidate)."""
+        """Renew every retry period; returns when the Lease is lost: another candidate
+        holds it, or no renewal succeeded for the renew deadline (it may be taken soon)."""
         last_renewal = self.clock()
         while True:
             await asyncio.sleep(self.timing.retry_period)
             remaining = last_renewal + self.timing.renew_deadline - self.clock()
-            renewed = False
+            attempt = Attempt.FAILED
             if remaining > 0:
                 try:
-                    renewed = await asyncio.wait_for(self._try(), remaining)
+                    attempt = await asyncio.wait_for(self._attempt(), remaining)
                 except TimeoutError:
-                    renewed = False
-            if renewed:
+                    attempt = Attempt.FAILED
+            if attempt is Attempt.HELD:
                 last_renewal = self.clock()
-            elif self.clock() >= last_renewal + self.timing.renew_deadline:
-                self.leading = False
-                metrics.record_leader(False)
-                logger.error("action=leader result=lost identity=%s seconds_since_renewal=%.1f",
-                             self.identity, self.clock() - last_renewal)
+                continue
+            expired = self.clock() >= last_renewal + self.timing.renew_deadline
+            if attempt is Attempt.TAKEN or expired:
+                self._lost(attempt, self.clock() - last_renewal)
                 return
+
+    def _lost(self, attempt: Attempt, since_renewal: float) -> None:
+        self.leading = False
+        metrics.record_leader(False)
+        reason = ("another candidate holds the Lease" if attempt is Attempt.TAKEN
+                  else "no renewal within the renew deadline")
+        logger.error("action=leader result=lost identity=%s holder=%s "
+                     "seconds_since_renewal=%.1f reason=%r", self.identity,
+                     self._seen.holder if self._seen else "none", since_renewal, reason)
 
     async def release(self) -> None:
         """Leave the Lease free (clean stop); a candidate takes it at its next read."""
@@ -200,15 +214,15 @@ class LeaderElector:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _try(self) -> bool:
-        """One read and, when the decision allows, one write; True when we hold the Lease."""
+    async def _attempt(self) -> Attempt:
+        """One read and, when the decision allows, one write."""
         try:
             lease = await self.kube.get(self.path)
             record = None if lease is None else LeaseRecord.from_lease(lease)
             self._observe(record, lease)
             decision = decide(record, self.identity, self._seen_at, self.clock())
             if decision is Decision.WAIT:
-                return False
+                return Attempt.TAKEN
             mine = next_record(record, decision, self.identity, self.timing, micro_time())
             if decision is Decision.CREATE:
                 written = await self.kube.create(self.path.rsplit("/", 1)[0], self._lease(mine),
@@ -217,12 +231,13 @@ class LeaderElector:
                 written = await self.kube.request("PUT", self.path, body=self._lease(mine),
                                                   query={"fieldManager": FIELD_MANAGER})
         except ApiError as error:
-            if not error.conflict:  # 409: another candidate wrote first
-                logger.warning("action=leader result=error identity=%s error=%r",
-                               self.identity, str(error))
-            return False
+            if error.conflict:  # another candidate wrote first; the next read tells who
+                return Attempt.FAILED
+            logger.warning("action=leader result=error identity=%s error=%r",
+                           self.identity, str(error))
+            return Attempt.FAILED
         self._observe(LeaseRecord.from_lease(written), written)
-        return True
+        return Attempt.HELD
 
     def _observe(self, record: LeaseRecord | None, lease: JsonObject | None) -> None:
         """Remember the record and when it was first seen as it is."""

@@ -27,7 +27,7 @@ from manager.controllers.events import EVENTS_NAMESPACE
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.credentials import load_credentials
-from manager.kube import JsonObject, Kube, install_crds, own_namespace
+from manager.kube import USER_AGENT, JsonObject, Kube, install_crds, own_namespace
 from manager.leader import LeaderElector, LeaseTiming, candidate_identity
 from manager.logs import configure_logging, without_credentials
 from manager.metrics import MetricsServer
@@ -109,8 +109,9 @@ async def serve(options: OperatorOptions, *,
     election, the runtime starts only once the Lease is held; `on_lost` runs if it is lost."""
     credentials = load_credentials(options.kubeconfig)
     environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
-    kube = Kube(credentials)
-    elector = _elector(options, environment, kube)
+    identity = candidate_identity()
+    kube = Kube(credentials, f"{USER_AGENT}/{__version__} ({identity})")
+    elector = _elector(options, environment, kube, identity)
     holder = holder if holder is not None else {}
 
     startup = startup_settings(options, environment, credentials.server)
@@ -128,7 +129,11 @@ async def serve(options: OperatorOptions, *,
         await elector.acquire()
         holder["runtime"] = await start_runtime()
         await elector.hold()
-        on_lost()
+        on_lost()  # the process ends here (exit_at_once)
+        # An embedding caller's on_lost may return: this instance stops reconciling anyway.
+        runtime = holder.pop("runtime", None)
+        if runtime is not None:
+            await runtime.stop()
 
     # kopf's start-up handler must not wait for the Lease: kopf serves the liveness probe
     # only after it, and a waiting instance is alive. So the campaign is a task of its own,
@@ -160,7 +165,7 @@ async def serve(options: OperatorOptions, *,
 
 
 def _elector(options: OperatorOptions, environment: OperatorEnvironment, kube: Kube,
-             ) -> LeaderElector | None:
+             identity: str) -> LeaderElector | None:
     if options.leader_election is None:
         return None
     namespace = options.leader_election_namespace or environment.own_namespace
@@ -168,7 +173,7 @@ def _elector(options: OperatorOptions, environment: OperatorEnvironment, kube: K
         raise LeaderElectionError(
             "leader election needs a namespace for its Lease: run in a pod, or set "
             "POD_NAMESPACE or --leader-elect-namespace")
-    return LeaderElector(kube, namespace, candidate_identity(), options.leader_election)
+    return LeaderElector(kube, namespace, identity, options.leader_election)
 
 
 async def _stop_campaign(campaign: asyncio.Task[None] | None) -> None:
