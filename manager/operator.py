@@ -81,8 +81,9 @@ def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
 def _election_setting(timing: LeaseTiming | None) -> str:
     if timing is None:
         return "off"
-    return (f"lease={timing.lease_duration:g}s,renew={timing.renew_deadline:g}s,"
-            f"retry={timing.retry_period:g}s")
+    # lease duration / renew deadline / retry period
+    return (f"{timing.lease_duration:g}s/{timing.renew_deadline:g}s/"
+            f"{timing.retry_period:g}s")
 
 
 class LeaderElectionError(ValueError):

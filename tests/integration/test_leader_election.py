@@ -246,6 +246,16 @@ async def test_sigterm_of_the_leader_releases_the_lease_and_the_other_takes_over
     assert seconds <= RETRY_PERIOD + 1.5, seconds
     assert await holder(kube) == successor.identity
 
+    # What a Recreate rollout does instead (docs/olm.md): the old instance stops (and
+    # releases), then a new one starts and finds the Lease free on its first read.
+    assert successor.signal(signal.SIGTERM) == 0
+    started_at = time.monotonic()
+    (fresh,) = candidates(1)
+    seconds = await takeover_seconds(fresh, started_at)
+    report(capsys, f"a new process after a SIGTERM (Recreate): leads {seconds:.2f} s "
+           "after its start")
+    assert seconds < LEASE_DURATION + 10, seconds  # its start-up, never the lease duration
+
 
 async def test_a_leader_that_loses_the_lease_exits_at_once(
         kube: Kube, candidates: StartCandidates) -> None:
