@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 LEASE_NAME = "external-secrets-operator-leader"
 LEASE_API = "/apis/coordination.k8s.io/v1"
+RELEASE_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,9 @@ class LeaderElector:
         metrics.record_leader(False)
         body = self._lease(released(self._seen, micro_time()))
         try:
-            await self.kube.request("PUT", self.path, body=body, timeout=5.0,
+            # A short timeout: SIGTERM must stop the operator within 2 s even when the API
+            # server does not answer; the Lease then expires on its own.
+            await self.kube.request("PUT", self.path, body=body, timeout=RELEASE_TIMEOUT,
                                     query={"fieldManager": FIELD_MANAGER})
         except ApiError as error:  # it expires on its own after the lease duration
             logger.warning("action=leader result=release-failed error=%r", str(error))

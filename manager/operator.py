@@ -126,10 +126,14 @@ async def serve(options: OperatorOptions, *,
         return runtime
 
     async def lead(elector: LeaderElector) -> None:
-        """Campaign; once leading, run the runtime until the Lease is lost."""
-        await elector.acquire()
-        holder["runtime"] = await start_runtime()
-        await elector.hold()
+        """Campaign; once leading, run the runtime until the Lease is lost. A bug here must
+        not leave a process that looks alive but never reconciles: it ends like a loss."""
+        try:
+            await elector.acquire()
+            holder["runtime"] = await start_runtime()
+            await elector.hold()
+        except Exception:
+            logger.exception("action=leader result=crash")
         on_lost()  # the process ends here (exit_at_once)
         # An embedding caller's on_lost may return: this instance stops reconciling anyway.
         runtime = holder.pop("runtime", None)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from manager import cli
+from manager.config import OperatorEnvironment
+from manager.kube import Kube
 from manager.leader import (
     Decision,
     LeaseRecord,
@@ -16,6 +19,7 @@ from manager.leader import (
     next_record,
     released,
 )
+from manager.operator import LeaderElectionError, OperatorOptions, _elector
 
 ME = "operator-a_1234abcd"
 OTHER = "operator-b_5678ef01"
@@ -91,3 +95,24 @@ def test_identity_is_the_pod_name_and_a_random_suffix() -> None:
     second = candidate_identity({"POD_NAME": "operator-7d9f"})
     assert first.startswith("operator-7d9f_")
     assert first != second
+
+
+def test_run_refuses_timings_that_do_not_nest(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["run", "--leader-elect", "--leader-elect-renew-deadline=200"])
+    assert code == 2
+    assert "lease duration > renew deadline > retry period" in capsys.readouterr().err
+
+
+def test_leader_election_needs_a_namespace() -> None:
+    """Outside a pod, without POD_NAMESPACE or --leader-elect-namespace, there is no place
+    for the Lease: `run` says so (exit status 2) instead of guessing one."""
+    options = OperatorOptions(leader_election=LeaseTiming())
+    kube = Kube.__new__(Kube)  # never used: the check comes first
+    with pytest.raises(LeaderElectionError, match="POD_NAMESPACE or --leader-elect-namespace"):
+        _elector(options, OperatorEnvironment.from_environ({}), kube, "me")
+    elector = _elector(OperatorOptions(leader_election=LeaseTiming(),
+                                       leader_election_namespace="operators"),
+                       OperatorEnvironment.from_environ({}), kube, "me")
+    assert elector is not None
+    assert elector.path.endswith("/namespaces/operators/leases/external-secrets-operator-leader")
+    assert _elector(OperatorOptions(), OperatorEnvironment.from_environ({}), kube, "me") is None
