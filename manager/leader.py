@@ -153,7 +153,7 @@ class LeaderElector:
         self.clock = clock
         self.leading = False
         self._seen: LeaseRecord | None = None
-        self._seen_at = 0.0
+        self._seen_at: float | None = None  # None: nothing read yet
         self._resource_version: str | None = None
 
     async def acquire(self) -> None:
@@ -162,7 +162,7 @@ class LeaderElector:
         logger.info("action=leader result=waiting identity=%s lease=%s", self.identity,
                     self.path.rsplit("/", 1)[-1])
         metrics.record_leader(False)
-        while await self._attempt() is not Attempt.HELD:
+        while await self.attempt() is not Attempt.HELD:
             await asyncio.sleep(self.timing.retry_period)
         self.leading = True
         metrics.record_leader(True)
@@ -178,7 +178,7 @@ class LeaderElector:
             attempt = Attempt.FAILED
             if remaining > 0:
                 try:
-                    attempt = await asyncio.wait_for(self._attempt(), remaining)
+                    attempt = await asyncio.wait_for(self.attempt(), remaining)
                 except TimeoutError:
                     attempt = Attempt.FAILED
             if attempt is Attempt.HELD:
@@ -217,13 +217,13 @@ class LeaderElector:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _attempt(self) -> Attempt:
+    async def attempt(self) -> Attempt:
         """One read and, when the decision allows, one write."""
         try:
             lease = await self.kube.get(self.path)
             record = None if lease is None else LeaseRecord.from_lease(lease)
-            self._observe(record, lease)
-            decision = decide(record, self.identity, self._seen_at, self.clock())
+            observed_at = self._observe(record, lease)
+            decision = decide(record, self.identity, observed_at, self.clock())
             if decision is Decision.WAIT:
                 return Attempt.TAKEN
             mine = next_record(record, decision, self.identity, self.timing, micro_time())
@@ -242,11 +242,13 @@ class LeaderElector:
         self._observe(LeaseRecord.from_lease(written), written)
         return Attempt.HELD
 
-    def _observe(self, record: LeaseRecord | None, lease: JsonObject | None) -> None:
-        """Remember the record and when it was first seen as it is."""
-        if record != self._seen or self._seen_at == 0.0:
+    def _observe(self, record: LeaseRecord | None, lease: JsonObject | None) -> float:
+        """Remember the record and its resourceVersion; when (on our clock) the record was
+        first seen as it is now."""
+        if self._seen_at is None or record != self._seen:
             self._seen, self._seen_at = record, self.clock()
         self._resource_version = (lease or {}).get("metadata", {}).get("resourceVersion")
+        return self._seen_at
 
     def _lease(self, record: LeaseRecord) -> JsonObject:
         namespace, name = self.path.split("/namespaces/")[1].split("/leases/")

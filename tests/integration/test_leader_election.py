@@ -9,7 +9,9 @@ server's audit log tells the candidates' requests apart:
 - after a SIGKILL of the leader the other takes over within the lease duration (plus one
   retry period: it reads the Lease once per period), and after a SIGTERM at once (the leader
   releases the Lease);
-- a leader that finds the Lease held by another exits with status 1.
+- a leader that finds the Lease held by another exits with status 1;
+- of candidates racing for the same Lease (created, or taken when expired), exactly one wins:
+  the API server refuses the others' writes (AlreadyExists, or a stale resourceVersion).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import pytest
 import pytest_asyncio
 
 from manager.kube import Kube
-from manager.leader import LEASE_NAME, micro_time
+from manager.leader import LEASE_NAME, Attempt, LeaderElector, LeaseTiming, micro_time
 from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import free_port, log_problems
 from tests.integration.conftest import eventually
@@ -273,3 +275,30 @@ async def test_a_leader_that_loses_the_lease_exits_at_once(
     assert time.monotonic() - taken_at <= RETRY_PERIOD + 1.5
     assert "action=leader result=lost" in leader.log()
     assert await holder(kube) == "intruder"
+
+
+async def test_of_candidates_racing_for_the_lease_exactly_one_wins(
+        kube: Kube, operator_kubeconfig: Path) -> None:  # noqa: F811 (its namespace)
+    """In-process candidates against the real API server, with a clock the test moves."""
+    await kube.delete(LEASE_PATH)
+    now = [0.0]
+    racers = [LeaderElector(kube, OPERATOR_NAMESPACE, f"racer-{n}",
+                            LeaseTiming(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD),
+                            clock=lambda: now[0]) for n in range(6)]
+    try:
+        created = await asyncio.gather(*(racer.attempt() for racer in racers))
+        assert created.count(Attempt.HELD) == 1, created
+        winner = racers[created.index(Attempt.HELD)]
+        assert await holder(kube) == winner.identity
+        losers = [racer for racer in racers if racer is not winner]
+        # The losers see the winner's record; it then stops renewing (a crash) and, a lease
+        # duration later by their clock, they race to take it over.
+        assert set(await asyncio.gather(*(r.attempt() for r in losers))) == {Attempt.TAKEN}
+        now[0] += LEASE_DURATION
+        taken = await asyncio.gather(*(racer.attempt() for racer in losers))
+        assert taken.count(Attempt.HELD) == 1, taken
+        assert await holder(kube) == losers[taken.index(Attempt.HELD)].identity
+        lease = await kube.request("GET", LEASE_PATH)
+        assert lease["spec"]["leaseTransitions"] == 1, lease["spec"]
+    finally:
+        await kube.delete(LEASE_PATH)
