@@ -88,11 +88,16 @@ def own_namespace(environ: Mapping[str, str] = os.environ,
         return None
 
 
-class Kube:
-    """JSON requests against one API server, authenticated by `credentials`."""
+USER_AGENT = "external-secrets-operator"
 
-    def __init__(self, credentials: Credentials):
+
+class Kube:
+    """JSON requests against one API server, authenticated by `credentials`. `user_agent`
+    names the client in the API server's audit log (with leader election: which candidate)."""
+
+    def __init__(self, credentials: Credentials, user_agent: str = USER_AGENT):
         self.credentials = credentials
+        self.user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
@@ -115,7 +120,7 @@ class Kube:
         data = None if body is None else json.dumps(body).encode()
         metrics.record_request(method, path, content_type, query)
         for attempt in (1, 2):
-            headers = {"Accept": accept}
+            headers = {"Accept": accept, "User-Agent": self.user_agent}
             if data is not None:
                 headers["Content-Type"] = content_type
             try:

@@ -56,6 +56,8 @@ LAST_SUCCESSFUL_PASS = Gauge("eso_operator_last_successful_pass_timestamp_second
 WATCH_RESTARTS = Counter("eso_operator_watch_restarts", "Watches started again, by kind and "
                          "reason (ended: the server closed the stream; expired: 410; error).",
                          ["kind", "reason"])
+LEADER = Gauge("eso_operator_leader", "1 while this instance reconciles: it holds the "
+               "leader Lease, or leader election is off; 0 while it waits for the Lease.")
 LAST_SUCCESSFUL_PASS.set(time.time())
 
 # Results of a pass that count as successful for LAST_SUCCESSFUL_PASS.
@@ -100,6 +102,10 @@ def record_request(method: str, path: str, content_type: str, query: object) -> 
 
 def record_error(status: int) -> None:
     API_ERRORS.labels(str(status)).inc()
+
+
+def record_leader(leading: bool) -> None:
+    LEADER.set(1 if leading else 0)
 
 
 def record_writes(writes: Iterable[tuple[str, str]]) -> None:

@@ -8,23 +8,27 @@ asynchronous core, also used by the integration tests to run the operator in-pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import kopf
 import yaml
 
-from manager import __version__
+from manager import __version__, metrics
 from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
 from manager.controllers.events import EVENTS_NAMESPACE
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.credentials import load_credentials
-from manager.kube import JsonObject, Kube, install_crds, own_namespace
+from manager.kube import USER_AGENT, JsonObject, Kube, install_crds, own_namespace
+from manager.leader import LeaderElector, LeaseTiming, candidate_identity
 from manager.logs import configure_logging, without_credentials
 from manager.metrics import MetricsServer
 from manager.paths import REPO_ROOT
@@ -42,6 +46,10 @@ class OperatorOptions:
     metrics_addr: str | None = None
     """Where to serve /metrics (HOST:PORT or :PORT); None: not served. `run` defaults to
     :8080 (manager.metrics.DEFAULT_METRICS_ADDR)."""
+    leader_election: LeaseTiming | None = None
+    """None: reconcile at once (`make run`); else only while holding the Lease."""
+    leader_election_namespace: str | None = None
+    """Where the Lease is; None: the operator's own namespace (POD_NAMESPACE)."""
 
 
 def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
@@ -65,18 +73,46 @@ def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
         "resyncSeconds": f"{options.resync_seconds:g}",
         "liveness": options.liveness_endpoint or "off",
         "metrics": options.metrics_addr or "off",
+        "leaderElection": _election_setting(options.leader_election),
     }
     return identity, settings
+
+
+def _election_setting(timing: LeaseTiming | None) -> str:
+    if timing is None:
+        return "off"
+    # lease duration / renew deadline / retry period
+    return (f"{timing.lease_duration:g}s/{timing.renew_deadline:g}s/"
+            f"{timing.retry_period:g}s")
+
+
+class LeaderElectionError(ValueError):
+    """Leader election is on but there is no namespace to hold the Lease in."""
+
+
+def exit_at_once() -> None:
+    """The Lease is lost: another instance may lead any moment, so this one must not write
+    one more request. Leaving the process (as controller-runtime does) stops every task at
+    once, whatever it was doing; the kubelet restarts the container, which campaigns again
+    with empty caches, instead of a half-stopped runtime carrying state from its reign."""
+    logging.shutdown()  # the action=leader result=lost line is written first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 async def serve(options: OperatorOptions, *,
                 stop_flag: asyncio.Event | threading.Event | None = None,
                 ready_flag: asyncio.Event | threading.Event | None = None,
-                holder: dict[str, OperatorRuntime] | None = None) -> None:
-    """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread)."""
+                holder: dict[str, OperatorRuntime] | None = None,
+                on_lost: Callable[[], None] = exit_at_once) -> None:
+    """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread). With leader
+    election, the runtime starts only once the Lease is held; `on_lost` runs if it is lost."""
     credentials = load_credentials(options.kubeconfig)
     environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
-    kube = Kube(credentials)
+    identity = candidate_identity()
+    kube = Kube(credentials, f"{USER_AGENT}/{__version__} ({identity})")
+    elector = _elector(options, environment, kube, identity)
     holder = holder if holder is not None else {}
 
     startup = startup_settings(options, environment, credentials.server)
@@ -89,22 +125,68 @@ async def serve(options: OperatorOptions, *,
         await runtime.start()
         return runtime
 
+    async def lead(elector: LeaderElector) -> None:
+        """Campaign; once leading, run the runtime until the Lease is lost. A bug here must
+        not leave a process that looks alive but never reconciles: it ends like a loss."""
+        try:
+            await elector.acquire()
+            holder["runtime"] = await start_runtime()
+            await elector.hold()
+        except Exception:
+            logger.exception("action=leader result=crash")
+        on_lost()  # the process ends here (exit_at_once)
+        # An embedding caller's on_lost may return: this instance stops reconciling anyway.
+        runtime = holder.pop("runtime", None)
+        if runtime is not None:
+            await runtime.stop()
+
+    # kopf's start-up handler must not wait for the Lease: kopf serves the liveness probe
+    # only after it, and a waiting instance is alive. So the campaign is a task of its own,
+    # and kopf starts no runtime when leader election is on.
+    campaign = None
+    if elector is not None:
+        campaign = asyncio.create_task(lead(elector), name="leader election")
+    else:
+        metrics.record_leader(True)
     # On stop, what kopf started and still runs (its API scans retrying against a server
     # that does not answer) is cancelled at once rather than after kopf's 5 s of grace; the
-    # tasks that existed before (the caller's) are left alone.
-    registry = build_registry(start_runtime, credentials, holder,
+    # tasks that existed before (the caller's, the campaign) are left alone.
+    registry = build_registry(start_runtime if elector is None else None, credentials, holder,
                               keep=frozenset(asyncio.all_tasks()))
     try:
         await kopf.operator(registry=registry, clusterwide=True, standalone=True,
                             liveness_endpoint=options.liveness_endpoint,
                             stop_flag=stop_flag, ready_flag=ready_flag)
     finally:
+        await _stop_campaign(campaign)
         runtime = holder.get("runtime")
         if runtime is not None:
             await runtime.stop()
+        if elector is not None:  # after the runtime stopped: no write of ours can follow
+            await elector.release()
         if metrics_server is not None:
             await metrics_server.stop()
         await kube.close()
+
+
+def _elector(options: OperatorOptions, environment: OperatorEnvironment, kube: Kube,
+             identity: str) -> LeaderElector | None:
+    if options.leader_election is None:
+        return None
+    namespace = options.leader_election_namespace or environment.own_namespace
+    if not namespace:
+        raise LeaderElectionError(
+            "leader election needs a namespace for its Lease: run in a pod, or set "
+            "POD_NAMESPACE or --leader-elect-namespace")
+    return LeaderElector(kube, namespace, identity, options.leader_election)
+
+
+async def _stop_campaign(campaign: asyncio.Task[None] | None) -> None:
+    if campaign is None:
+        return
+    campaign.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await campaign
 
 
 def load_crds(directory: Path) -> list[JsonObject]:
@@ -125,10 +207,7 @@ async def install_operator_crds(kubeconfig: Path, directory: Path = CRDS_DIR) ->
         await kube.close()
 
 
-def run_operator(*, kubeconfig: str | None = None, liveness_endpoint: str | None = None,
-                 verbose: bool = False, resync_seconds: float = DEFAULT_RESYNC_SECONDS,
-                 metrics_addr: str | None = None) -> int:
+def run_operator(options: OperatorOptions, *, verbose: bool = False) -> int:
     configure_logging(verbose)
-    asyncio.run(serve(OperatorOptions(kubeconfig, liveness_endpoint, resync_seconds,
-                                      metrics_addr)))
+    asyncio.run(serve(options))
     return 0

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
+from manager.leader import LEASE_NAME, LeaseTiming
 from manager.metrics import DEFAULT_METRICS_ADDR
+
+DEFAULT_TIMING = LeaseTiming()
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 ENVIRONMENT = """\
 environment variables it reads (OLM's Deployment sets them; none is required):
@@ -24,7 +29,10 @@ environment variables it reads (OLM's Deployment sets them; none is required):
   OPERATOR_IMAGE_VERSION              the operator's version, for the start-up line and the
                                       ExternalSecretsManager it creates
   POD_NAMESPACE                       the operator's own namespace (the operand may not use it)
-  POD_NAME                            reportingInstance of its Events (default: the host name)
+  POD_NAME                            reportingInstance of its Events and the start of its
+                                      leader-election identity (default: the host name)
+  LEADER_ELECT                        --leader-elect when the flag is not given (true/1/yes/on;
+                                      the operator's Deployment sets the flag)
   METRICS_ADDR                        --metrics-addr when the flag is not given (the
                                       simulated cluster sets 127.0.0.1:8080: there the
                                       operator shares a network namespace with the pods'
@@ -63,15 +71,51 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--resync-seconds", type=float, default=DEFAULT_RESYNC_SECONDS,
                         help="periodic full reconcile, a safety net against missed events "
                         "(default: %(default)s)")
+    _add_leader_election(parser)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="debug logging, including kopf's")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from manager.operator import run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
+def _add_leader_election(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "leader election",
+        f"One instance reconciles at a time: the holder of the Lease {LEASE_NAME}\n"
+        "in the operator's namespace; the others wait and write nothing (docs/operations.md).")
+    group.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
+                       default=os.environ.get("LEADER_ELECT", "").lower() in TRUE_WORDS,
+                       help="reconcile only while holding the Lease (default: $LEADER_ELECT, "
+                       "else off; the operator's Deployment turns it on)")
+    group.add_argument("--leader-elect-namespace", metavar="NAMESPACE", default=None,
+                       help="namespace of the Lease (default: $POD_NAMESPACE, else the pod's "
+                       "service account namespace)")
+    for name, value, meaning in (
+            ("lease-duration", DEFAULT_TIMING.lease_duration,
+             "how long a Lease not renewed stays valid: a crashed leader is replaced after it"),
+            ("renew-deadline", DEFAULT_TIMING.renew_deadline,
+             "how long the leader keeps trying to renew before it exits (status 1)"),
+            ("retry-period", DEFAULT_TIMING.retry_period,
+             "how often the leader renews and a waiting instance reads the Lease")):
+        group.add_argument(f"--leader-elect-{name}", type=float, default=value,
+                           metavar="SECONDS", help=f"{meaning} (default: %(default)g)")
 
-    return run_operator(kubeconfig=args.kubeconfig,
-                        liveness_endpoint=args.liveness, verbose=args.verbose,
-                        resync_seconds=args.resync_seconds,
-                        metrics_addr=None if args.metrics_addr == "off" else args.metrics_addr)
+
+def run(args: argparse.Namespace) -> int:
+    from manager.operator import LeaderElectionError, OperatorOptions, run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
+
+    try:
+        timing = LeaseTiming(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+                             args.leader_elect_retry_period) if args.leader_elect else None
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    options = OperatorOptions(
+        kubeconfig=args.kubeconfig, liveness_endpoint=args.liveness,
+        resync_seconds=args.resync_seconds,
+        metrics_addr=None if args.metrics_addr == "off" else args.metrics_addr,
+        leader_election=timing, leader_election_namespace=args.leader_elect_namespace)
+    try:
+        return run_operator(options, verbose=args.verbose)
+    except LeaderElectionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

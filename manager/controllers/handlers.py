@@ -8,7 +8,7 @@ would stream every CRD of the cluster in full. So kopf watches no resource: it s
 nothing on the objects (no finalizers, no progress or last-handled-configuration
 annotations), and the operator writes nothing to the CRs except their `status`, through its
 own client. Settings switch off what is not needed: cluster scanning, kopf's Event posting
-(the operator posts its own Events), peering (one replica).
+(the operator posts its own Events), peering (manager.leader elects one instance).
 """
 
 from __future__ import annotations
@@ -49,14 +49,15 @@ async def connection_info(credentials: Credentials) -> kopf.ConnectionInfo:
     )
 
 
-def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]],
+def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]] | None,
                    credentials: Credentials,
                    holder: dict[str, OperatorRuntime],
                    keep: Collection[asyncio.Task[Any]] = ()) -> kopf.OperatorRegistry:
     """A fresh registry (several operators may run one after another in one process).
 
     `runtime_factory` builds and starts the runtime in kopf's startup phase; `holder` gets
-    it under "runtime" so the caller can reach it. At clean-up every other task still running
+    it under "runtime" so the caller can reach it. None: the caller starts the runtime itself
+    (leader election: only once it holds the Lease). At clean-up every other task still running
     is cancelled, except those in `keep` (the one running the operator).
     """
     registry = kopf.OperatorRegistry()
@@ -68,7 +69,8 @@ def build_registry(runtime_factory: Callable[[], Awaitable[OperatorRuntime]],
         settings.peering.standalone = True
         settings.watching.server_timeout = 300
         settings.networking.request_timeout = 60
-        holder["runtime"] = await runtime_factory()
+        if runtime_factory is not None:
+            holder["runtime"] = await runtime_factory()
 
     @kopf.on.cleanup(registry=registry)
     async def shutdown(**_: Any) -> None:

@@ -58,6 +58,8 @@ def environment() -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in plain.items()]
     env.append({"name": "POD_NAMESPACE",
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
+    # The leader-election identity (with a random suffix) and the Events' reportingInstance.
+    env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     return env
 
 
@@ -78,7 +80,10 @@ def _container(image: str) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         # The image's entrypoint is `python -m manager`.
         "args": ["run", f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}{identity.HEALTH_PATH}",
-                 f"--metrics-addr=:{identity.METRICS_PORT}"],
+                 f"--metrics-addr=:{identity.METRICS_PORT}",
+                 # One operator reconciles at a time, even while two pods overlap
+                 # (docs/operations.md, "Leader election"); default timings.
+                 "--leader-elect"],
         "env": environment(),
         "ports": [{"name": "health", "containerPort": identity.HEALTH_PORT, "protocol": "TCP"},
                   {"name": "metrics", "containerPort": identity.METRICS_PORT,
@@ -102,7 +107,9 @@ def _container(image: str) -> dict[str, Any]:
 
 
 def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
-    """One replica, replaced (not rolled): two operators must never reconcile at once."""
+    """One replica, replaced (not rolled). Leader election already keeps two operators from
+    reconciling at once; Recreate also spares the new pod a wait of up to the lease duration
+    for a Lease the old one holds (docs/olm.md, "Operator Deployment strategy")."""
     selector = {"app": identity.APP_LABEL}
     return {
         "apiVersion": "apps/v1",

@@ -131,18 +131,22 @@ def stop_seconds(process: subprocess.Popen[bytes]) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.parametrize("leader_election", ["off", "on"])
 @pytest.mark.parametrize("server", ["refusing", "silent"])
 def test_sigterm_stops_it_within_2_seconds_when_the_api_server_does_not_answer(
-        server: str, silent_server: SilentServer, tmp_path: Path) -> None:
+        server: str, leader_election: str, silent_server: SilentServer, tmp_path: Path) -> None:
     """Needs no cluster: the operator's API server is a port that refuses connections, or
-    one that accepts them and never answers."""
+    one that accepts them and never answers. With leader election on, the instance is
+    still campaigning (its read of the Lease gets no answer)."""
     port = silent_server.port if server == "silent" else free_port()
     kubeconfig = unreachable_kubeconfig(port, tmp_path / "kubeconfig")
     log = tmp_path / "operator.log"
+    election = ["--leader-elect"] if leader_election == "on" else []
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "manager", "run", f"--kubeconfig={kubeconfig}"],
+            [sys.executable, "-m", "manager", "run", f"--kubeconfig={kubeconfig}", *election],
             cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                                "POD_NAMESPACE": "external-secrets-operator",
                                 "METRICS_ADDR": f"127.0.0.1:{free_port()}"},
             stdout=output, stderr=subprocess.STDOUT)
         time.sleep(5)  # started, and retrying its first requests

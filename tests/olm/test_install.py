@@ -23,6 +23,7 @@ from typing import Any
 import pytest_asyncio
 
 from devcluster import catalog, olm
+from manager.leader import LEASE_NAME
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.olm.conftest import (
@@ -95,7 +96,8 @@ async def test_olm_installs_the_bundle_and_the_operator_runs_with_its_permission
     [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
     assert process.argv[1:] == ("-m", "manager", "run",
                                 f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}/healthz",
-                                f"--metrics-addr=:{identity.METRICS_PORT}")
+                                f"--metrics-addr=:{identity.METRICS_PORT}",
+                                "--leader-elect")
     assert process.env["OPERATOR_CONDITION_NAME"] == release.name  # OLM injects it
     assert process.env["OPERATOR_IMAGE_VERSION"] == identity.OPERATOR_VERSION
     log = cluster.operator_log(release)
@@ -104,6 +106,12 @@ async def test_olm_installs_the_bundle_and_the_operator_runs_with_its_permission
     assert not forbidden, "\n".join(forbidden)
     print("  checked: the operator runs from this tree as the CSV's pod, 0 Forbidden in "
           f"{len(log.splitlines())} log lines")
+    # It leads through the Lease in its namespace, with the CSV's namespaced permissions.
+    assert "action=leader result=gained" in log, log[:3000]
+    lease = await kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/"
+                               f"leases/{LEASE_NAME}")
+    assert lease["spec"]["holderIdentity"].startswith(f"{process.env['POD_NAME']}_"), lease
+    print(f"  checked: it holds the Lease {LEASE_NAME} as {lease['spec']['holderIdentity']}")
 
     # Every image that runs is one the CSV declares (a mirror of relatedImages suffices).
     related = {entry["image"] for entry in csv["spec"].get("relatedImages") or []}

@@ -69,6 +69,8 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 CERT_MANAGER_GROUP_PATH = "/apis/cert-manager.io/v1"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
+LEASES = ("coordination.k8s.io", "leases")
+
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 
@@ -207,6 +209,8 @@ class OperatorProcess:
     kubeconfig: Path
     log_path: Path
     verbose: bool = False
+    arguments: tuple[str, ...] = ()
+    """More arguments of `run` (leader election, for the privilege scenario)."""
     process: subprocess.Popen[bytes] | None = None
     _log_offset: int = 0
 
@@ -215,6 +219,7 @@ class OperatorProcess:
                    "--resync-seconds", "3600"]
         if self.verbose:
             command.append("--verbose")
+        command.extend(self.arguments)
         # Metrics on loopback, on a port of their own: the pods' relays hold <podIP>:8080 in
         # this network namespace.
         environment = {**os.environ, "POD_NAMESPACE": OPERATOR_NAMESPACE,
@@ -280,9 +285,10 @@ async def start_operator(operator_kubeconfig: Path, tmp_path: Path,
     """Start operator processes (all stopped after the test); `wait=False` returns at once."""
     started: list[OperatorProcess] = []
 
-    async def start(wait: bool = True, verbose: bool = False) -> OperatorProcess:
+    async def start(wait: bool = True, verbose: bool = False,
+                    arguments: tuple[str, ...] = ()) -> OperatorProcess:
         log_path = tmp_path / f"operator-{len(started) + 1}.log"
-        operator = OperatorProcess(operator_kubeconfig, log_path, verbose).start()
+        operator = OperatorProcess(operator_kubeconfig, log_path, verbose, arguments).start()
         started.append(operator)
         if wait:
             await operator.wait_started()
@@ -417,14 +423,16 @@ async def object_path(kube: Kube, obj: dict[str, Any]) -> str:
 
 
 async def wait_quiet(audit: AuditLog, quiet: float = 1.5, timeout: float = 30.0) -> None:
-    """Until the operator sent no request for `quiet` seconds (watches excepted)."""
+    """Until the operator sent no request for `quiet` seconds (watches and the leader
+    Lease's renewals, its steady heartbeat, excepted)."""
     deadline = time.monotonic() + timeout
     mark, since = audit.mark(), time.monotonic()
     while time.monotonic() - since < quiet:
         assert time.monotonic() < deadline, "the operator never went quiet"
         await asyncio.sleep(0.1)
         now = audit.mark()
-        if [e for e in audit.entries(mark, now) if e.get("verb") != "watch"]:
+        if [e for e in audit.entries(mark, now)
+                if e.get("verb") != "watch" and resource_of(e) != LEASES]:
             since = time.monotonic()
         mark = now
 

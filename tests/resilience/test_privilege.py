@@ -29,6 +29,7 @@ from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL
 from manager.kube import Kube, install_crds
+from manager.leader import LEASE_NAME
 from manager.operator import load_crds
 from manager.render import render_operand
 from manager.render.state import renderable_kinds
@@ -42,7 +43,7 @@ from tests.integration.conftest import (
     managed_objects,
     rbac_documents,
 )
-from tests.integration.test_controller_rbac import VARIANTS, permissions
+from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE, VARIANTS, permissions
 from tests.integration.test_monitoring import remove_monitoring_crds, set_feature
 from tests.resilience.conftest import (
     OPERATOR_USER,
@@ -60,7 +61,12 @@ from tests.resilience.conftest import (
 
 Triple = tuple[str, str, str]  # (verb, API group, resource[/subresource])
 
-OPERATOR_ROLES = ("external-secrets-operator-manager",)
+OPERATOR_ROLES = ("external-secrets-operator-manager", "external-secrets-operator-leader-election")
+# Leader election with short timings: the Lease is created, read and renewed in the scenario.
+LEADER_ELECTION = ("--leader-elect", "--leader-elect-lease-duration=4",
+                   "--leader-elect-renew-deadline=3", "--leader-elect-retry-period=1")
+LEASE_PATH = (f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/"
+              f"{LEASE_NAME}")
 GRANTS_ROLE = "external-secrets-operator-operand-grants"
 
 # Permissions of the operator's own roles that no request of the scenario uses, and why they
@@ -190,7 +196,9 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     await set_cert_manager(kube, crd_dir, installed=False)
     await wipe_operand(kube, NAMESPACE)  # earlier suites' cluster-scoped objects, so they
     await kube.delete(ESM_PATH)          # are created again (create clusterroles, ...)
-    operator = await start_operator()  # create externalsecretsmanagers
+    await kube.delete(LEASE_PATH)  # create, then get and update of leases
+    # create externalsecretsmanagers
+    operator = await start_operator(arguments=LEADER_ELECTION)
     await eventually(lambda: _present(kube, ESM_PATH))
     # Operand monitoring, its CRDs installed while the operator runs (create, patch, get,
     # list, watch and, with the leftovers below, delete of servicemonitors and
