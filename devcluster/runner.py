@@ -128,9 +128,12 @@ class Volumes:
     root: Path
     token_due: float = 0.0
     missing: str = ""  # why a volume cannot be written yet ("" when all are there)
+    complete: bool = False  # every volume was written once
 
     def refresh(self) -> bool:
-        """Write every volume; False (and `missing` says why) if one cannot be written."""
+        """Write every volume; False (and `missing` says why) if one cannot be written.
+        While the API server cannot be reached the volumes keep what they hold, as a
+        kubelet's do: ready if they were complete once."""
         self.missing = ""
         for volume in self.pod["spec"].get("volumes") or []:
             try:
@@ -138,8 +141,12 @@ class Volumes:
             except LookupError as error:
                 self.missing = str(error)
                 return False
+            except OSError as error:
+                self.missing = f"the API server cannot be reached: {error}"
+                return self.complete
             if files is not None:
                 self._write(self.root / volume["name"], files)
+        self.complete = True
         return True
 
     def _files(self, volume: JsonObject) -> dict[str, bytes] | None:
@@ -471,6 +478,10 @@ class PodSupervisor(threading.Thread):
             container.waiting(error.reason, error.message)
             container.restart_at = time.monotonic() + BACKOFF_SECONDS[1]
             return
+        except OSError as error:  # the API server is down: its environment cannot be read
+            container.waiting("ContainerCreating", f"the API server cannot be reached: {error}")
+            container.restart_at = time.monotonic() + BACKOFF_SECONDS[0]
+            return
         for port in set(spec.ports) - self._exposed:
             self.network.expose(port)
             self._exposed.add(port)
@@ -578,6 +589,8 @@ class PodSupervisor(threading.Thread):
                 self.stop(delete=False)
             else:
                 logger.warning("pod %s: status update failed: %s", self.key, error)
+        except OSError as error:  # the API server is down; a kubelet keeps its pods running
+            logger.warning("pod %s: status update failed, retrying: %s", self.key, error)
 
     def _pre_stop(self, running: list[Container], deadline: float) -> None:
         """The `sleep` preStop hooks of the running containers (a kubelet runs them in
@@ -702,7 +715,7 @@ class PodRunner:
 
     def _delete(self, pod: JsonObject) -> None:
         meta = pod["metadata"]
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(ApiError, OSError):  # the watch sees the pod again if it stays
             self.api.request(
                 "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
                 body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

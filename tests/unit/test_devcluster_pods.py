@@ -9,6 +9,7 @@ import pytest
 
 from devcluster import images, pods
 from devcluster.runner import (
+    Volumes,
     exit_code,
     host_paths,
     mount_script,
@@ -168,3 +169,28 @@ def test_a_pre_stop_sleep_is_read_and_other_hooks_are_not() -> None:
     assert pre_stop_sleep({"lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}) == 5.0
     assert pre_stop_sleep({"lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}}) == 0
     assert pre_stop_sleep({"name": "x"}) == 0
+
+
+class _FlakyApi:
+    """An API server that answers until `down` is set, then refuses connections."""
+
+    down = False
+
+    def get(self, _path: str) -> dict[str, Any] | None:
+        if self.down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return {"data": {"ca.crt": "Q0E="}}
+
+
+def test_volumes_keep_their_files_while_the_api_server_is_down(tmp_path: Path) -> None:
+    api = _FlakyApi()
+    volumes = Volumes(api, pod({"name": "x"}, volumes=[  # type: ignore[arg-type] (a fake Api)
+        {"name": "certs", "secret": {"secretName": "tls"}}]), tmp_path)
+    api.down = True
+    assert volumes.refresh() is False, "never written: not ready"
+    api.down = False
+    assert volumes.refresh() is True
+    api.down = True
+    assert volumes.refresh() is True, "written once: the container keeps running"
+    assert "cannot be reached" in volumes.missing
+    assert (tmp_path / "certs" / "ca.crt").read_bytes() == b"CA"
