@@ -3,10 +3,14 @@ what an administrator who follows docs/resilience.md gets. Figures: docs/resilie
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from manager.kube import ApiError
 from tests.disruption.conftest import (
+    FIGURES,
     NAMESPACE,
     PODS,
     WEBHOOK_SELECTOR,
@@ -119,3 +123,36 @@ async def test_rolling_every_deployment(stack: Stack) -> None:
     assert admissions_refused() == 0
     after = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
     assert not before & after, "a pod was not replaced"
+
+
+async def test_a_kube_apiserver_restart(stack: Stack) -> None:
+    """kube-apiserver stopped (SIGTERM), down 2 s, started again on the same etcd: writes
+    fail while it is down (counted as refused, with no answer from the server); once it is
+    back the webhook admits again, the operand needs no restart, the synced Secret is intact."""
+    plane = stack.cluster.local
+    if plane is None:
+        pytest.skip("restarting kube-apiserver needs the simulated cluster's control plane")
+    before = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
+    restarts = await restart_counts(stack)
+    async with measured(stack, "kube-apiserver restarted, down 2 s (2 webhooks)") as notes:
+        started = time.monotonic()
+        await asyncio.to_thread(plane.restart_apiserver, 2.0, 1.0)
+        notes.append(f"serving again after {time.monotonic() - started:.1f} s")
+    answers = FIGURES[-1].admissions.answers
+    by_webhook = sum(n for answer, n in answers.items() if "calling webhook" in answer)
+    restarted = {name: count - restarts.get(name, 0)
+                 for name, count in (await restart_counts(stack)).items()}
+    FIGURES[-1].notes.append(f"{by_webhook} refused by a webhook call; container restarts "
+                             f"{restarted}")
+    print(f"FIGURES   {FIGURES[-1].notes[-1]}")
+    after = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
+    assert after == before, "operand pods were replaced"
+
+
+async def restart_counts(stack: Stack) -> dict[str, int]:
+    """restartCount of every operand container, by container name (summed over pods)."""
+    counts: dict[str, int] = {}
+    for pod in (await stack.kube.list(PODS))["items"]:
+        for status in pod["status"].get("containerStatuses") or []:
+            counts[status["name"]] = counts.get(status["name"], 0) + status["restartCount"]
+    return counts
