@@ -134,6 +134,7 @@ async def test_a_kube_apiserver_restart(stack: Stack) -> None:
         pytest.skip("restarting kube-apiserver needs the simulated cluster's control plane")
     before = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
     restarts = await restart_counts(stack)
+    processes = running_processes(stack)
     async with measured(stack, "kube-apiserver restarted, down 2 s (2 webhooks)") as notes:
         started = time.monotonic()
         await asyncio.to_thread(plane.restart_apiserver, 2.0, 1.0)
@@ -147,6 +148,8 @@ async def test_a_kube_apiserver_restart(stack: Stack) -> None:
     print(f"FIGURES   {FIGURES[-1].notes[-1]}")
     after = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
     assert after == before, "operand pods were replaced"
+    # As with a kubelet, an unreachable API server stops no container: the same processes.
+    assert running_processes(stack) == processes
 
 
 async def restart_counts(stack: Stack) -> dict[str, int]:
@@ -156,3 +159,10 @@ async def restart_counts(stack: Stack) -> dict[str, int]:
         for status in pod["status"].get("containerStatuses") or []:
             counts[status["name"]] = counts.get(status["name"], 0) + status["restartCount"]
     return counts
+
+
+def running_processes(stack: Stack) -> dict[str, set[int]]:
+    """The pids of every operand container's processes, by container name."""
+    assert stack.cluster.simulated is not None
+    return {container: {p.pid for p in stack.cluster.simulated.processes(NAMESPACE, container)}
+            for container, _ in PROCESSES.values()}
