@@ -5,7 +5,7 @@ real one would and the stack came back whole."""
 
 from __future__ import annotations
 
-from tests.disruption.conftest import PODS, WEBHOOK_SELECTOR, Stack, measured, pods
+from tests.disruption.conftest import NAMESPACE, WEBHOOK_SELECTOR, Stack, measured, pods
 from tests.disruption.scenarios import (
     drain_webhook_node,
     kill_process,
@@ -17,8 +17,8 @@ WEBHOOK_REPLICAS = 1
 
 
 async def test_no_budget_for_one_replica(stack: Stack) -> None:
-    budgets = await stack.kube.list(PODS.replace("/api/v1", "/apis/policy/v1").replace(
-        "/pods", "/poddisruptionbudgets"))
+    budgets = await stack.kube.list(f"/apis/policy/v1/namespaces/{NAMESPACE}/"
+                                    "poddisruptionbudgets")
     assert budgets["items"] == []
 
 

@@ -33,11 +33,16 @@ BUDGET = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets/external-
 
 
 async def test_the_budget_is_filled_by_the_disruption_controller(stack: Stack) -> None:
-    budget = await stack.kube.get(BUDGET)
-    assert budget is not None
-    status = budget.get("status") or {}
-    assert status.get("expectedPods") == 2, status
-    assert status.get("disruptionsAllowed") == 1, status
+    """kube-controller-manager's disruption controller runs: without it every eviction
+    would be refused (a budget without status allows none)."""
+    async def filled() -> None:
+        budget = await stack.kube.get(BUDGET)
+        assert budget is not None
+        status = budget.get("status") or {}
+        assert status.get("expectedPods") == 2, status
+        assert status.get("disruptionsAllowed") == 1, status
+
+    await eventually(filled, 30, what="the budget's status")
 
 
 async def test_draining_the_node_of_a_webhook(stack: Stack) -> None:
