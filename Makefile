@@ -28,6 +28,7 @@ help:
 	@echo "make cluster-up    start the simulated cluster (hack/local-cluster.sh up)"
 	@echo "make cluster-down  stop it"
 	@echo "make test-olm      only the OLM install, upgrade and uninstall tests (tests/olm)"
+	@echo "make test-disruption  drains, SIGKILLs and rollouts with the samplers (tests/disruption)"
 	@echo "make lint          ruff and mypy"
 	@echo "make generate      regenerate CRDs, docs/api.md, operator manifests and bundle/"
 	@echo "make verify        fail if generated files are stale"
@@ -140,6 +141,12 @@ upgrade-kind: venv
 .PHONY: test-resilience
 test-resilience: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/resilience $(PYTEST_ARGS)
+
+# The disruption suite (tests/disruption, docs/resilience.md): drains, evictions, SIGKILLs and
+# rollouts with the admission and sync samplers running; part of `make test`.
+.PHONY: test-disruption
+test-disruption: venv prereqs
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/disruption $(PYTEST_ARGS)
 
 # OLM installs, upgrades and removes the operator (tests/olm, docs/olm.md); part of `make test`.
 .PHONY: test-olm

@@ -62,15 +62,40 @@ from devcluster.pods import (
 logger = logging.getLogger("devcluster.runner")
 
 INITIAL_DELAY_SCALE = 0.1
+# preStop sleeps are as much shorter as probe delays: a replacement pod then becomes Ready
+# after an old one's sleep ends (a webhook: 2 s against 0.5 s), as on a cluster (20 s, 5 s).
+PRE_STOP_SCALE = INITIAL_DELAY_SCALE
 MAX_PROBE_PERIOD = 1.0
 VOLUME_REFRESH_SECONDS = 1.0
 MAX_GRACE_SECONDS = 10.0
-BACKOFF_SECONDS = (1.0, 30.0)
+BACKOFF_SECONDS = (1.0, 30.0)  # a kubelet's are 10 s and 5 min: scaled down, as probes are
+BACKOFF_RESET_SECONDS = 60.0  # a run this long ends a crash loop (a kubelet forgets after 10 min)
 FIELD_MANAGER = "devcluster-runner"
 
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def exit_code(returncode: int) -> int:
+    """The exit code a container runtime reports: 128 + N for a process killed by signal N
+    (Popen gives -N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def restart_delay(crashes_in_a_row: int) -> float:
+    """How long a kubelet waits before restarting a container that crashed: at once after
+    the first crash of a loop, then twice as long after each further crash in a row."""
+    if crashes_in_a_row <= 1:
+        return 0.0
+    doubled: float = BACKOFF_SECONDS[0] * 2.0 ** (crashes_in_a_row - 2)
+    return min(BACKOFF_SECONDS[1], doubled)
+
+
+def pre_stop_sleep(container: JsonObject) -> float:
+    """Seconds of the container's `preStop: {sleep: ...}` hook (0 without one)."""
+    hook = ((container.get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}
+    return float(hook.get("seconds") or 0)
 
 
 def _initial_delay(probe: Probe) -> float:
@@ -103,9 +128,12 @@ class Volumes:
     root: Path
     token_due: float = 0.0
     missing: str = ""  # why a volume cannot be written yet ("" when all are there)
+    complete: bool = False  # every volume was written once
 
     def refresh(self) -> bool:
-        """Write every volume; False (and `missing` says why) if one cannot be written."""
+        """Write every volume; False (and `missing` says why) if one cannot be written.
+        While the API server cannot be reached the volumes keep what they hold, as a
+        kubelet's do: ready if they were complete once."""
         self.missing = ""
         for volume in self.pod["spec"].get("volumes") or []:
             try:
@@ -113,8 +141,12 @@ class Volumes:
             except LookupError as error:
                 self.missing = str(error)
                 return False
+            except OSError as error:
+                self.missing = f"the API server cannot be reached: {error}"
+                return self.complete
             if files is not None:
                 self._write(self.root / volume["name"], files)
+        self.complete = True
         return True
 
     def _files(self, volume: JsonObject) -> dict[str, bytes] | None:
@@ -310,6 +342,7 @@ class Container:
     state: JsonObject = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
     last_state: JsonObject | None = None
     restarts: int = 0
+    crashes_in_a_row: int = 0
     ready: bool = False
     started_at: float = 0.0
     next_probe: float = 0.0
@@ -445,6 +478,10 @@ class PodSupervisor(threading.Thread):
             container.waiting(error.reason, error.message)
             container.restart_at = time.monotonic() + BACKOFF_SECONDS[1]
             return
+        except OSError as error:  # the API server is down: its environment cannot be read
+            container.waiting("ContainerCreating", f"the API server cannot be reached: {error}")
+            container.restart_at = time.monotonic() + BACKOFF_SECONDS[0]
+            return
         for port in set(spec.ports) - self._exposed:
             self.network.expose(port)
             self._exposed.add(port)
@@ -470,6 +507,7 @@ class PodSupervisor(threading.Thread):
         return self.directory / f"{container.spec['name']}.pid"
 
     def _exited(self, container: Container, code: int) -> None:
+        code = exit_code(code)
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       **container.state.get("running", {}), "finishedAt": now()}
         container.process = None
@@ -487,10 +525,16 @@ class PodSupervisor(threading.Thread):
             return
         container.last_state = {"terminated": terminated}
         container.restarts += 1
-        delay = min(BACKOFF_SECONDS[1], BACKOFF_SECONDS[0] * 2 ** (container.restarts - 1))
+        ran = time.monotonic() - container.started_at
+        container.crashes_in_a_row = 1 if ran >= BACKOFF_RESET_SECONDS else (
+            container.crashes_in_a_row + 1)
+        delay = restart_delay(container.crashes_in_a_row)
         container.restart_at = time.monotonic() + delay
-        container.waiting("CrashLoopBackOff",
-                          f"back-off {delay:.0f}s restarting failed container")
+        if delay:
+            container.waiting("CrashLoopBackOff",
+                              f"back-off {delay:.0f}s restarting failed container")
+        else:
+            container.waiting("ContainerCreating")
 
     def _probe(self, container: Container, moment: float) -> None:
         spec = container.launch
@@ -545,6 +589,18 @@ class PodSupervisor(threading.Thread):
                 self.stop(delete=False)
             else:
                 logger.warning("pod %s: status update failed: %s", self.key, error)
+        except OSError as error:  # the API server is down; a kubelet keeps its pods running
+            logger.warning("pod %s: status update failed, retrying: %s", self.key, error)
+
+    def _pre_stop(self, running: list[Container], deadline: float) -> None:
+        """The `sleep` preStop hooks of the running containers (a kubelet runs them in
+        parallel, within the grace period); the processes keep serving meanwhile, while the
+        endpoint controllers take the terminating pod out of its Services. Exec and HTTP hooks
+        are not run."""
+        seconds = max((pre_stop_sleep(c.spec) for c in running), default=0.0) * PRE_STOP_SCALE
+        if seconds:
+            logger.info("pod %s: preStop sleep %.1f s", self.key, seconds)
+            time.sleep(max(0.0, min(seconds, deadline - time.monotonic())))
 
     def _kill(self, container: Container) -> None:
         if container.process is not None:
@@ -553,13 +609,15 @@ class PodSupervisor(threading.Thread):
 
     def _stop_processes(self) -> None:
         running = [c for c in self.init_containers + self.containers if c.process is not None]
+        grace = min(MAX_GRACE_SECONDS,
+                    float(self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
+        deadline = time.monotonic() + grace
+        if self.delete_pod:  # a pod being deleted: its preStop hooks first, as a kubelet runs them
+            self._pre_stop(running, deadline)
         for container in running:
             assert container.process is not None
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(container.process.pid, signal.SIGTERM)
-        grace = min(MAX_GRACE_SECONDS,
-                    float(self.pod["spec"].get("terminationGracePeriodSeconds", 30)))
-        deadline = time.monotonic() + grace
         for container in running:
             assert container.process is not None
             try:
@@ -657,7 +715,7 @@ class PodRunner:
 
     def _delete(self, pod: JsonObject) -> None:
         meta = pod["metadata"]
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(ApiError, OSError):  # the watch sees the pod again if it stays
             self.api.request(
                 "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
                 body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from devcluster import images, pods
-from devcluster.runner import host_paths, mount_script
+from devcluster.runner import (
+    Volumes,
+    exit_code,
+    host_paths,
+    mount_script,
+    pre_stop_sleep,
+    restart_delay,
+)
 
 OPERAND = pods.ImageEntry(("/bin/external-secrets",), ("/cache/external-secrets",), 65534)
 
@@ -145,3 +152,45 @@ def test_nothing_is_bound_back_for_commands_outside_tmp_and_run() -> None:
     started = pods.Launch("c", ("/usr/bin/env",), {}, (), 0, 0, pods.Probe("none"),
                           pods.Probe("none"), ())
     assert host_paths(started) == []
+
+
+def test_a_killed_process_reports_128_plus_the_signal_as_a_runtime_does() -> None:
+    assert exit_code(-9) == 137
+    assert exit_code(-15) == 143
+    assert exit_code(0) == 0
+    assert exit_code(2) == 2
+
+
+def test_the_first_crash_restarts_at_once_and_a_loop_backs_off_as_a_kubelet_does() -> None:
+    assert [restart_delay(n) for n in range(1, 9)] == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_a_pre_stop_sleep_is_read_and_other_hooks_are_not() -> None:
+    assert pre_stop_sleep({"lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}) == 5.0
+    assert pre_stop_sleep({"lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}}) == 0
+    assert pre_stop_sleep({"name": "x"}) == 0
+
+
+class _FlakyApi:
+    """An API server that answers until `down` is set, then refuses connections."""
+
+    down = False
+
+    def get(self, _path: str) -> dict[str, Any] | None:
+        if self.down:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return {"data": {"ca.crt": "Q0E="}}
+
+
+def test_volumes_keep_their_files_while_the_api_server_is_down(tmp_path: Path) -> None:
+    api = _FlakyApi()
+    volumes = Volumes(api, pod({"name": "x"}, volumes=[  # type: ignore[arg-type] (a fake Api)
+        {"name": "certs", "secret": {"secretName": "tls"}}]), tmp_path)
+    api.down = True
+    assert volumes.refresh() is False, "never written: not ready"
+    api.down = False
+    assert volumes.refresh() is True
+    api.down = True
+    assert volumes.refresh() is True, "written once: the container keeps running"
+    assert "cannot be reached" in volumes.missing
+    assert (tmp_path / "certs" / "ca.crt").read_bytes() == b"CA"
