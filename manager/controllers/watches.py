@@ -34,8 +34,8 @@ logger = logging.getLogger(__name__)
 Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
 
 RESTART_BACKOFF_MAX = 30.0
-# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon,
-# then wait for the next CRD event. Every kind that may not be served comes with a watch of
+# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon
+# (asking the server each time, past Discovery's ABSENT_TTL), then wait for the next CRD event. Every kind that may not be served comes with a watch of
 # its CRD (runtime.STANDING_WATCHES, preflight.dependency_watches), which calls
 # rediscover(): an idle operator does not poll discovery.
 FIRST_RECHECK = 0.25
@@ -167,7 +167,11 @@ class Watcher:
                 resource = await self._discovery.resolve(spec.api_version, spec.kind)
                 if resource is None:  # not served (yet): see FIRST_RECHECK
                     waited = recheck if recheck <= UNRESOLVED_RECHECK_MAX else None
-                    recheck = FIRST_RECHECK if await self._pause(waited) else recheck * 2
+                    if await self._pause(waited):
+                        recheck = FIRST_RECHECK
+                    else:  # ask the server, not discovery's memory of the absence
+                        self._discovery.invalidate(spec.api_version)
+                        recheck *= 2
                     continue
                 path = resource.collection_path(spec.namespace if resource.namespaced else None)
                 seen, version = await self._list(spec, path, seen)

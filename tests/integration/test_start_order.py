@@ -15,8 +15,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
+from manager.apply import discovery as discovery_module
+from manager.apply.discovery import Discovery
+from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import CRDS_DIR, load_crds
 from tests.integration.conftest import (
@@ -107,3 +111,42 @@ async def test_crd_deleted_and_created_again_while_the_operator_runs(
 
 async def _exists(kube: Kube, path: str) -> None:
     assert await kube.get(path) is not None, path
+
+
+async def test_a_watch_waiting_for_its_kind_asks_the_server_not_discoverys_memory(
+        kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery remembers an absent kind for ABSENT_TTL; a watch rechecking after its CRD
+    appeared must not be answered from that memory (it was, for 5 s: the race above).
+    No rediscover() here, so only the watch's own rechecks can find the kind."""
+    monkeypatch.setattr(discovery_module, "ABSENT_TTL", 3600.0)  # the memory outlives the test
+    crd = _probe_crd()
+    discovery = Discovery(kube)
+    assert await discovery.resolve(PROBE_API, "Probe") is None  # remembered as absent
+    events: list[str] = []
+    watcher = Watcher(kube, discovery, lambda spec, reason: events.append(reason))
+    watcher.set_specs([WatchSpec(PROBE_API, "Probe")])
+    try:
+        await install_crds(kube, [crd], field_manager="integration-tests")
+
+        async def listed() -> None:
+            assert any(reason.startswith("listed Probe") for reason in events), events
+
+        await eventually(listed, timeout=30)  # rechecks stop doubling at 8 s
+    finally:
+        await watcher.stop()
+        await kube.delete(f"{CRD_COLLECTION}/{crd['metadata']['name']}")
+
+
+PROBE_API = "start-order.eso-it.example.com/v1"
+
+
+def _probe_crd() -> dict[str, Any]:
+    group, _, version = PROBE_API.partition("/")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"probes.{group}"},
+        "spec": {"group": group, "scope": "Cluster",
+                 "names": {"plural": "probes", "singular": "probe", "kind": "Probe",
+                           "listKind": "ProbeList"},
+                 "versions": [{"name": version, "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
