@@ -35,9 +35,10 @@ Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
 
 RESTART_BACKOFF_MAX = 30.0
 # Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon
-# (asking the server each time, past Discovery's ABSENT_TTL), then wait for the next CRD event. Every kind that may not be served comes with a watch of
-# its CRD (runtime.STANDING_WATCHES, preflight.dependency_watches), which calls
-# rediscover(): an idle operator does not poll discovery.
+# (asking the server each time, past Discovery's ABSENT_TTL), then wait for the next CRD
+# event. Every kind that may not be served comes with a watch of its CRD
+# (runtime.STANDING_WATCHES, preflight.dependency_watches), which calls rediscover(): an
+# idle operator does not poll discovery.
 FIRST_RECHECK = 0.25
 UNRESOLVED_RECHECK_MAX = 8.0
 

@@ -123,7 +123,7 @@ async def test_a_watch_waiting_for_its_kind_asks_the_server_not_discoverys_memor
     discovery = Discovery(kube)
     assert await discovery.resolve(PROBE_API, "Probe") is None  # remembered as absent
     events: list[str] = []
-    watcher = Watcher(kube, discovery, lambda spec, reason: events.append(reason))
+    watcher = Watcher(kube, discovery, lambda _spec, reason: events.append(reason))
     watcher.set_specs([WatchSpec(PROBE_API, "Probe")])
     try:
         await install_crds(kube, [crd], field_manager="integration-tests")
