@@ -2,7 +2,9 @@
 
     up --dir DIR       start it (state in DIR) with every CRD the operator needs and
                        return; print the KUBECONFIG export; with --olm, start OLM
-                       (devcluster/olm.py) instead of installing the CRDs
+                       (devcluster/olm.py) instead of installing the CRDs; with
+                       --openshift, serve OpenShift's config API (APIServer, Proxy and
+                       their `cluster` objects) too
     env --dir DIR      print the KUBECONFIG export of a running one
     down --dir DIR     stop it and remove DIR
     run -- CMD...      start one in a temporary directory with every CRD the operator needs
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                                            "catalog"))
     parser.add_argument("--dir", type=Path, default=controlplane.default_state_dir())
     parser.add_argument("--olm", action="store_true", help="for up: start OLM too")
+    parser.add_argument("--openshift", action="store_true",
+                        help="for up: serve OpenShift's config API (config.openshift.io/v1)")
     parser.add_argument("command", nargs="*",
                         help="for run: the command to run; for catalog: the source trees")
     args = parser.parse_intermixed_args(argv)
@@ -65,7 +69,7 @@ def up(args: argparse.Namespace) -> int:
         print(f"already running (state in {args.dir}); `down` first", file=sys.stderr)
         return env(args)
     controlplane.require_loopback_only_network()
-    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm)
+    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm, openshift=args.openshift)
     cluster.start()
     if not args.olm:  # with OLM, the CRDs come from the bundle
         crds.install(cluster.api, crds.all_crds())

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devcluster import crds, olm
 from devcluster import images as image_map
-from devcluster import olm
 from devcluster.api import Api, ApiError
 from devcluster.controlplane import (
     LOOPBACK,
@@ -96,6 +96,8 @@ class SimulatedCluster:
     """Images the runner can run, besides the operand's."""
     olm: bool = False
     """Run OLM too (olm.py): its CRDs, olm-operator, catalog-operator, a catalog server."""
+    openshift: bool = False
+    """Serve OpenShift's config API too (crds.install_openshift_config)."""
     pod_cidr: str = POD_CIDR
     """Pod addresses; two clusters in one network namespace need different ones."""
     plane: LocalControlPlane = field(init=False)
@@ -131,6 +133,8 @@ class SimulatedCluster:
                                         "--dir", str(self.workdir)])
         self._wait_working(started + timeout)
         logger.info("simulated cluster ready in %.1f s", time.monotonic() - started)
+        if self.openshift:
+            crds.install_openshift_config(self.api)
         if self.olm:
             self.start_olm()
 

@@ -1,7 +1,12 @@
-"""The CRDs a cluster for the operator needs: its own two and the operand's.
+"""The CRDs a cluster for the operator needs: its own two and the operand's; and, in the
+opt-in OpenShift mode, OpenShift's config API.
 
 On a real cluster OLM installs both sets from the bundle; here `up` and `run` apply them.
-The operand's come from its published Go module (hack/fetch-crds.sh, cached).
+The operand's come from its published Go module (hack/fetch-crds.sh, cached). So do
+OpenShift's APIServer and Proxy CRDs (openshift/api, the Default feature set), with the
+`cluster` object of each that an OpenShift cluster has: `SimulatedCluster(openshift=True)`,
+`python -m devcluster up --openshift`, or the tests' `openshift_config` fixture. Plain
+Kubernetes, without them, is the default.
 """
 
 from __future__ import annotations
@@ -37,6 +42,30 @@ def fetched_dir() -> Path:
 
 def all_crds() -> list[dict[str, Any]]:
     return load(OPERATOR_CRDS) + load(fetched_dir() / "external-secrets")
+
+
+OPENSHIFT_CONFIG_API = "/apis/config.openshift.io/v1"
+# The singletons an OpenShift cluster has from its installation, as bare as the installer
+# leaves them (no TLS security profile: Intermediate).
+OPENSHIFT_CONFIG_OBJECTS = (
+    (f"{OPENSHIFT_CONFIG_API}/apiservers/cluster",
+     {"apiVersion": "config.openshift.io/v1", "kind": "APIServer",
+      "metadata": {"name": "cluster"}, "spec": {}}),
+    (f"{OPENSHIFT_CONFIG_API}/proxies/cluster",
+     {"apiVersion": "config.openshift.io/v1", "kind": "Proxy",
+      "metadata": {"name": "cluster"}, "spec": {}}),
+)
+
+
+def openshift_config_crds() -> list[dict[str, Any]]:
+    return load(fetched_dir() / "openshift-config")
+
+
+def install_openshift_config(api: Api) -> None:
+    """OpenShift's config API (APIServer, Proxy) and their `cluster` objects."""
+    install(api, openshift_config_crds())
+    for path, obj in OPENSHIFT_CONFIG_OBJECTS:
+        api.apply(path, obj, "devcluster")
 
 
 def install(api: Api, crds: list[dict[str, Any]], timeout: float = 60.0) -> None:

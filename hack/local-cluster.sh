@@ -5,6 +5,9 @@
 #                                   kwok nodes, the pod runner, and every CRD the operator needs
 #   hack/local-cluster.sh up --olm  the same with OLM instead of the CRDs (OLM installs them
 #                                   from the bundle; docs/olm.md)
+#   hack/local-cluster.sh up --openshift
+#                                   the same, serving OpenShift's config API too (APIServer
+#                                   and Proxy, with their `cluster` objects)
 #   hack/local-cluster.sh catalog RELEASE...
 #                                   (with --olm) serve OLM a catalog of these releases, oldest
 #                                   first: `previous` (the previous release, checked out into
@@ -73,5 +76,5 @@ case "${1:-}" in
       PYTHONPATH="$ROOT" "$PY" -m devcluster down --dir "$STATE_DIR"
     fi
     ;;
-  *) echo "usage: $0 up [--olm]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--olm|--openshift]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
 esac

@@ -47,3 +47,7 @@ SIMULATION_CERT_MANAGER_VERSION: Final = "v1.11.5"
 # requires exactly this operator-registry release.
 OLM_VERSION: Final = "v0.42.0"
 OPM_VERSION: Final = "v1.65.0"
+# openshift/api (no releases: a pseudo-version of its master branch, 2026-04-20), whose
+# config.openshift.io/v1 CRDs (APIServer, Proxy) the simulated cluster serves in its opt-in
+# OpenShift mode (hack/fetch-crds.sh, devcluster/crds.py): the TLS security profile tests.
+OPENSHIFT_API_VERSION: Final = "v0.0.0-20260420151639-34e60874783e"

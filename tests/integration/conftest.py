@@ -42,9 +42,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from devcluster.crds import OPENSHIFT_CONFIG_API, OPENSHIFT_CONFIG_OBJECTS
 from manager.constants import FIELD_MANAGER
 from manager.controllers.runtime import OperatorRuntime
-from manager.kube import ApiError, Kube, install_crds
+from manager.kube import CRD_COLLECTION, ApiError, Kube, install_crds
 from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
 from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
@@ -297,6 +298,42 @@ async def operator_crds(kube: Kube) -> None:
 async def operand_crds(kube: Kube, crd_dir: Path) -> None:
     await install_crds(kube, load_crds(crd_dir / "external-secrets"),
                        field_manager="integration-tests")
+
+
+async def install_openshift_config(kube: Kube, crd_dir: Path) -> None:
+    """OpenShift's config API (APIServer, Proxy) with their `cluster` objects, as the
+    simulated cluster's OpenShift mode serves them (devcluster/crds.py)."""
+    await install_crds(kube, load_crds(crd_dir / "openshift-config"),
+                       field_manager="integration-tests")
+    for path, obj in OPENSHIFT_CONFIG_OBJECTS:
+        await kube.apply(path, obj, field_manager="integration-tests")
+
+
+async def remove_openshift_config(kube: Kube, crd_dir: Path) -> None:
+    """Back to plain Kubernetes: the config API is no longer served."""
+    names = [crd["metadata"]["name"] for crd in load_crds(crd_dir / "openshift-config")]
+    for name in names:
+        await kube.delete(f"{CRD_COLLECTION}/{name}")
+
+    async def gone() -> None:
+        for name in names:
+            assert await kube.get(f"{CRD_COLLECTION}/{name}") is None, name
+        served = await kube.get(OPENSHIFT_CONFIG_API)
+        assert not (served or {}).get("resources"), f"{OPENSHIFT_CONFIG_API} is still served"
+
+    await eventually(gone, timeout=30)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def openshift_config(kube: Kube, crd_dir: Path) -> AsyncIterator[None]:
+    """The session's cluster serves OpenShift's config API for one module, then no longer:
+    plain Kubernetes stays the default for every other test."""
+    if USE_EXISTING_CLUSTER:
+        yield  # an OpenShift cluster has it; on another, the tests that need it say so
+        return
+    await install_openshift_config(kube, crd_dir)
+    yield
+    await remove_openshift_config(kube, crd_dir)
 
 
 @dataclass(frozen=True)
