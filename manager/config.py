@@ -53,6 +53,7 @@ from manager.api.rules import (
     LOOKAHEAD_MARGIN,
     OPERATOR_NETWORK_POLICIES,
 )
+from manager.tls_profile import INTERMEDIATE, TLSProfile
 
 ESC_APP = "spec.appConfig"
 ESC_CONTROLLER = "spec.controllerConfig"
@@ -402,6 +403,9 @@ class EffectiveConfig(_Frozen):
     loaded_once: dict[LoadedSource, str] = {}
     """A cluster fact: a digest of the content of each mounted source that a process reads
     only when it starts (see render.context.LOADED_ONCE); a change rolls those pods."""
+    tls_profile: TLSProfile = INTERMEDIATE
+    """A cluster fact: the cluster's TLS security profile (manager/tls_profile.py), which the
+    operand's TLS servers follow as far as they can (the webhook's --tls-* flags)."""
 
     @property
     def webhook_lookahead_interval(self) -> str:

@@ -654,6 +654,20 @@ class Failure(ApiModel):
     of the field at fault."""
 
 
+class TLSProfileStatus(ApiModel):
+    """TLSProfileStatus is the cluster's TLS security profile as the operator applies it."""
+
+    type: str | None = None
+    """type is the profile: Old, Intermediate, Modern or Custom (on OpenShift, the
+    tlsSecurityProfile of apiservers.config.openshift.io/cluster; Intermediate when it sets
+    none and on clusters without that API)."""
+
+    min_tls_version: Annotated[str | None, Field(alias="minTLSVersion")] = None
+    """minTLSVersion is the profile's minimum TLS version (VersionTLS10 to VersionTLS13). The
+    operand webhook accepts no older version, and only the profile's ciphers that it can use
+    (docs/operations.md, "TLS security profile")."""
+
+
 class ExternalSecretsConfigStatus(ApiModel):
     """ExternalSecretsConfigStatus is the most recently observed status of the
     ExternalSecretsConfig."""
@@ -691,6 +705,10 @@ class ExternalSecretsConfigStatus(ApiModel):
 
     failure: Failure | None = None
     """failure describes what made the last pass fail; absent once a pass succeeds."""
+
+    tls_profile: TLSProfileStatus | None = None
+    """tlsProfile is the cluster's TLS security profile that the operand's TLS servers
+    follow, once a pass has applied every object."""
 
     ignored_settings: Annotated[list[str] | None, Schema(list_type="atomic")] = None
     """ignoredSettings lists the settings of the spec that have no effect, each as its field

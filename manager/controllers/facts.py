@@ -21,12 +21,21 @@ bitwarden-sdk-server) must reach the API server directly. In a pod, client-go ca
 KUBERNETES_SERVICE_HOST, the ClusterIP(s) of the `kubernetes` Service in `default`, which no
 host suffix in NO_PROXY matches; the operator reads the Service and the renderer adds its
 addresses to NO_PROXY (ProxySettings.effective_no_proxy). Read only while a proxy resolves.
+
+The TLS security profile (manager/tls_profile.py): OpenShift's
+`apiservers.config.openshift.io/cluster` `spec.tlsSecurityProfile`, read from the watch cache
+(TLS_PROFILE_WATCHES, standing: the object by name and its CRD), else from the server (the
+first read at start-up, before the watch has listed). Without that API (plain Kubernetes),
+or without the object, Intermediate; Discovery remembers the absence, so such a cluster
+costs no request per pass and logs nothing. The profile is logged when it changes, with the
+names the webhook cannot use.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +45,9 @@ from manager.apply.discovery import Discovery
 from manager.apply.results import ObjectRef
 from manager.config import EffectiveConfig, LoadedSource, with_api_server_addresses
 from manager.controllers import ca_overlap
+from manager.controllers.preflight import crd_watch
 from manager.controllers.readiness import last_change
+from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, JsonObject, Kube
 from manager.render.context import (
     DEPLOYMENT_NAMES,
@@ -45,12 +56,26 @@ from manager.render.context import (
     WEBHOOK_SECRET,
     WEBHOOK_SECRET_CERT_MANAGER,
 )
+from manager.tls_profile import INTERMEDIATE, TLSProfile, go_tls, profile_of
+
+logger = logging.getLogger(__name__)
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
 KUBERNETES_SERVICE = "/api/v1/namespaces/default/services/kubernetes"
 WEBHOOKS_API = "admissionregistration.k8s.io/v1"
 WEBHOOK_KIND = "ValidatingWebhookConfiguration"
+APISERVER_API = "config.openshift.io/v1"
+APISERVER_KIND = "APIServer"
+APISERVER_NAME = "cluster"
+APISERVER_CRD = "apiservers.config.openshift.io"
+TLS_PROFILE_FIELD = "tlsSecurityProfile"
+TLS_PROFILE_WATCHES = frozenset({
+    WatchSpec(APISERVER_API, APISERVER_KIND, field_selector=f"metadata.name={APISERVER_NAME}",
+              cached=True, spec_field=TLS_PROFILE_FIELD),
+    crd_watch(APISERVER_CRD)})
+"""The APIServer (only its profile counts: other edits start no pass) and its CRD (the API
+arriving or going)."""
 
 
 def service_addresses(service: dict[str, Any] | None) -> tuple[str, ...]:
@@ -65,13 +90,42 @@ class ClusterFacts:
     kube: Kube
     discovery: Discovery
     cache: ObjectCache = field(default_factory=ObjectCache)  # empty: ask the server
+    _logged: dict[str, TLSProfile] = field(default_factory=dict)  # the last profile logged
 
     async def complete(self, config: EffectiveConfig) -> EffectiveConfig:
         """`config` with the cluster facts its rendering needs."""
+        config = config.model_copy(update={"tls_profile": await self.tls_profile()})
         config = await self._monitoring(config)
         config = await self._loaded_once(config)
         config = await self._api_server_addresses(config)
         return await self._webhook_certificate(config)
+
+    async def tls_profile(self) -> TLSProfile:
+        """The cluster's TLS security profile (see the module doc)."""
+        ref = ObjectRef(APISERVER_API, APISERVER_KIND, "", APISERVER_NAME)
+        if self.cache.synced((ref.group, ref.kind)):
+            apiserver = self.cache.get(ref)
+        else:
+            resource = await self.discovery.resolve(APISERVER_API, APISERVER_KIND)
+            apiserver = None if resource is None else await self.kube.get(
+                resource.object_path(APISERVER_NAME))
+        if apiserver is None:
+            profile, note = INTERMEDIATE, None
+        else:
+            profile, note = profile_of((apiserver.get("spec") or {}).get(TLS_PROFILE_FIELD))
+        self._log_change(profile, note, found=apiserver is not None)
+        return profile
+
+    def _log_change(self, profile: TLSProfile, note: str | None, *, found: bool) -> None:
+        if self._logged.get("profile") == profile:
+            return
+        self._logged["profile"] = profile
+        source = (f"{APISERVER_CRD}/{APISERVER_NAME}" if found
+                  else "default (no APIServer config)")
+        logger.info("action=tls-profile profile=%s minTLSVersion=%s source=%s%s", profile.type,
+                    profile.min_tls_version, source, f" note={note!r}" if note else "")
+        if line := go_tls(profile).describe("webhook"):
+            logger.info("action=tls-profile profile=%s %s", profile.type, line)
 
     async def _webhook_certificate(self, config: EffectiveConfig) -> EffectiveConfig:
         """With cert-manager on: which Secret the webhook serves, the CA cert-manager

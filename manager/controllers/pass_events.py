@@ -41,7 +41,8 @@ _LOADED_NAMES = {"trusted-ca": "the trustedCABundle ConfigMap",
                  "proxy-ca": "the proxy's CA bundle", "bitwarden-tls": "bitwarden's TLS Secret"}
 _SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",
                "egress_policies": "networkPolicies", "images": "the operand images",
-               "versions": "the operand versions"}
+               "versions": "the operand versions",
+               "tls_profile": "the cluster's TLS security profile"}
 _SETTING_NAMES = {field: _SPEC_NAMES.get(field) or to_camel(field)
                   for field in EffectiveConfig.model_fields if field not in _OWN_RULES}
 

@@ -87,6 +87,7 @@ from manager.render import DesiredState, render_operand
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
 from manager.render.state import kind_rank, renderable_kinds
+from manager.tls_profile import INTERMEDIATE, TLSProfile
 from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
 logger = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ class PassReport:
     annotator_failed: bool = False
     recheck_in: float | None = None
     """Seconds until the cluster changes by time alone (a CA overlap ends), when it will."""
+    tls_profile: TLSProfile = INTERMEDIATE
+    """The cluster's TLS security profile this pass saw (for the operator's own servers)."""
 
     @property
     def needs_retry(self) -> bool:
@@ -195,7 +198,7 @@ class Reconciler:
         esc = await self._singleton(ESC_KIND, ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self._esc_absent(esc, esm)
-            return PassReport(None, frozenset())
+            return PassReport(None, frozenset(), tls_profile=await self.facts.tls_profile())
         self._managing_uid = esc["metadata"]["uid"]
         state = management_state(esc)
         branch = (await self._observe(esc, esm) if state == UNMANAGED
@@ -206,8 +209,9 @@ class Reconciler:
         await self._write_esm_status(esm, esc, outcome, branch.annotator, config)
         await self._post_events(esc, outcome, branch.writes, config, branch.cause)
         metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
+        profile = config.tls_profile if config else await self.facts.tls_profile()
         return PassReport(outcome, branch.watches, branch.writes,
-                          isinstance(branch.annotator, ApiError), _recheck_in(config))
+                          isinstance(branch.annotator, ApiError), _recheck_in(config), profile)
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,

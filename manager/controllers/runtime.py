@@ -45,6 +45,7 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.controllers.events import EventRecorder
+from manager.controllers.facts import TLS_PROFILE_WATCHES
 from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
 from manager.controllers.queue import ReconcileQueue
 from manager.controllers.reconciler import (
@@ -57,6 +58,7 @@ from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
 from manager.logs import fields
+from manager.tls_profile import INTERMEDIATE, TLSProfile
 from manager.uninstall import ESC_PATH, operand_namespace_of
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,8 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
-STANDING_WATCHES = OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
+STANDING_WATCHES = (OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
+                    | TLS_PROFILE_WATCHES)
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
 _FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
                    OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})
@@ -112,6 +115,9 @@ class OperatorRuntime:
         self.startup = startup
         """What the start-up lines report: who and where (the operand namespace is added
         once read), then the settings in effect."""
+        self.tls_profile: TLSProfile = INTERMEDIATE
+        """The cluster's TLS security profile, read at start and by every pass, for the
+        operator's own TLS servers (tls_profile.python_tls_policy)."""
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,6 +138,10 @@ class OperatorRuntime:
         logger.info("action=start %s", fields({"operandNamespace": _operand_namespace(esc),
                                                 **identity}))
         logger.info("action=settings %s", fields(settings))
+        try:  # before any pass: what the operator's own servers start with
+            self.tls_profile = await self.reconciler.facts.tls_profile()
+        except ApiError as error:  # the first pass reads it again
+            logger.warning("action=read result=error kind=APIServer error=%r", str(error))
         try:
             await self.reconciler.ensure_esm()
         except ApiError as error:  # the first pass tries again
@@ -191,6 +201,7 @@ class OperatorRuntime:
         as a dead worker."""
         try:
             report = await self.reconciler.run_pass()
+            self.tls_profile = report.tls_profile
             self.watcher.set_specs(STANDING_WATCHES | report.watches)
             return report
         except ApiError as error:  # reading the CRs or writing status failed

@@ -149,15 +149,16 @@ def _comparable(conditions: Sequence[JsonObject]) -> list[tuple[object, ...]]:
 
 
 _IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKServerImage",
-              "bitwardenSDKServerVersion")
+              "bitwardenSDKServerVersion", "tlsProfile")
 
 
 def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
     """The ESC's status fields besides the conditions (None removes one).
 
-    The namespace and the ignored settings are recorded once the spec resolves; images and
-    versions once a pass has applied everything (they are then in effect); `failure` while a
-    pass fails. Without a configuration (an invalid spec) what was recorded stays."""
+    The namespace and the ignored settings are recorded once the spec resolves; images,
+    versions and the TLS profile once a pass has applied everything (they are then in
+    effect); `failure` while a pass fails. Without a configuration (an invalid spec) what
+    was recorded stays."""
     fields: dict[str, object] = {
         "failure": _whole(outcome.failure) if outcome.failure else None}
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
@@ -174,6 +175,8 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
             "bitwardenSDKServerImage": config.images.bitwarden_sdk_server if bitwarden else None,
             "bitwardenSDKServerVersion":
                 config.versions.bitwarden_sdk_server if bitwarden else None,
+            "tlsProfile": {"type": config.tls_profile.type,
+                           "minTLSVersion": config.tls_profile.min_tls_version},
         })
     return fields
 

@@ -12,13 +12,15 @@ disappears or changes in a way a pass may care about (its generation, labels, an
 or deletion; for kinds without a generation, any change). For the kinds whose status
 decides Ready (Deployments, Certificates: `with_status`), the watch reads whole objects,
 which are few and small, and a change of their rollout or readiness counts too; other
-status churn is ignored.
+status churn is ignored. For an object a pass reads one field of (`spec_field`: the
+APIServer's TLS security profile), only a change of that field, or its deletion, counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -61,11 +63,14 @@ class WatchSpec:
     whole: bool = False
     """Whole objects, although only metadata changes count (the ESC and the ESM, which the
     passes read from the cache: their status is the operator's own writing)."""
+    spec_field: str | None = None
+    """Only this field of `spec` counts (whole objects; neither metadata nor status)."""
 
     @property
     def accept(self) -> str:
         """What the list and the watch ask for: whole objects or their metadata."""
-        return "application/json" if self.with_status or self.whole else PARTIAL_METADATA
+        whole = self.with_status or self.whole or self.spec_field is not None
+        return "application/json" if whole else PARTIAL_METADATA
 
     @property
     def group_kind(self) -> tuple[str, str]:
@@ -108,6 +113,9 @@ def readiness_digest(status: JsonObject) -> tuple[object, ...]:
 def fingerprint(obj: JsonObject, spec: WatchSpec) -> tuple[object, ...]:
     """What a pass may care about in an object (see module doc)."""
     metadata = obj.get("metadata", {})
+    if spec.spec_field is not None:
+        watched = (obj.get("spec") or {}).get(spec.spec_field)
+        return (json.dumps(watched, sort_keys=True), metadata.get("deletionTimestamp"))
     version = metadata.get("resourceVersion") if spec.any_change else (
         metadata.get("generation") or metadata.get("resourceVersion"))
     labels = tuple(sorted((metadata.get("labels") or {}).items()))

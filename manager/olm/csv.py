@@ -19,7 +19,7 @@ _FEATURES = {
     "disconnected": "false",   # relatedImages are tags, not digests
     "fips-compliant": "false",
     "proxy-aware": "true",     # OLM's proxy reaches the operand containers that call out
-    "tls-profiles": "false",
+    "tls-profiles": "true",    # the operand webhook follows the cluster's TLS security profile
     "token-auth-aws": "false",
     "token-auth-azure": "false",
     "token-auth-gcp": "false",

@@ -7,7 +7,8 @@ manifests/operand/README.md):
     operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
     egress_policy.{name, egress} (provider-egress only),
     images.{external_secrets, bitwarden_sdk_server},
-    webhook.{check_interval, lookahead_interval, certificate_secret, annotations, ca_bundle},
+    webhook.{check_interval, lookahead_interval, certificate_secret, annotations, ca_bundle,
+             failure_policy, timeout_seconds, tls_args},
     cert_manager.{issuer_ref, duration, renew_before},
     bitwarden.{tls_secret_name},
     pod.{security_context, node_selector, affinity, tolerations, topology_spread_constraints,
@@ -47,6 +48,7 @@ from manager.render.components import (
     WORKLOAD_COMPONENTS,
     budgeted_workloads,
 )
+from manager.tls_profile import webhook_tls_args
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
 # (normal informational logs), 2 steady-state information, 3 extended information about
@@ -261,6 +263,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             if cert_manager.operator_fills_ca_bundle else None,
             "failure_policy": config.webhook.failure_policy,
             "timeout_seconds": config.webhook.timeout_seconds,
+            # The cluster's TLS security profile, as far as Go can follow it (tls_profile.py).
+            "tls_args": list(webhook_tls_args(config.tls_profile)),
         },
         "cert_manager": {
             "secret_name": WEBHOOK_SECRET_CERT_MANAGER,

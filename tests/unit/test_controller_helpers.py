@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.apply.ownership import ForeignObjectsError
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
@@ -593,6 +594,13 @@ class _ServiceReader:
 KUBERNETES_SERVICE_PATH = "/api/v1/namespaces/default/services/kubernetes"
 
 
+def _no_apiserver() -> ObjectCache:
+    """A cache whose APIServer watch listed nothing: the TLS profile costs no read."""
+    cache = ObjectCache()
+    cache.replace(("config.openshift.io", "APIServer"), [])
+    return cache
+
+
 @pytest.mark.parametrize(("service", "expected"), [
     ({"spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"]}}, ("10.96.0.1",)),
     ({"spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1", "fd00::1"]}},
@@ -604,7 +612,7 @@ KUBERNETES_SERVICE_PATH = "/api/v1/namespaces/default/services/kubernetes"
 async def test_with_a_proxy_the_kubernetes_service_addresses_are_read_into_the_config(
         service: JsonObject | None, expected: tuple[str, ...]) -> None:
     kube = _ServiceReader({KUBERNETES_SERVICE_PATH: service} if service else {})
-    facts = ClusterFacts(cast(Kube, kube), cast(Discovery, None))
+    facts = ClusterFacts(cast(Kube, kube), cast(Discovery, None), _no_apiserver())
     proxied = config({"proxy": {"httpProxy": "http://p:3128", "noProxy": "vault.corp"}})
     completed = await facts.complete(proxied)
     assert completed.proxy is not None
@@ -615,6 +623,6 @@ async def test_with_a_proxy_the_kubernetes_service_addresses_are_read_into_the_c
 
 async def test_without_a_proxy_the_kubernetes_service_is_not_read() -> None:
     kube = _ServiceReader({})
-    assert await ClusterFacts(cast(Kube, kube), cast(Discovery, None)).complete(config()) == \
-        config()
+    facts = ClusterFacts(cast(Kube, kube), cast(Discovery, None), _no_apiserver())
+    assert await facts.complete(config()) == config()
     assert kube.reads == []
