@@ -87,6 +87,7 @@ SCENARIO_NAMESPACES = {
     "knobs": "eso-it-knobs",
     "metrics": "eso-it-metrics",
     "monitoring": "eso-it-monitoring",
+    "tls-profile": "eso-it-tls",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

@@ -1,0 +1,201 @@
+"""The cluster's TLS security profile, applied to the real webhook (external-secrets v0.16.2,
+run by the pod runner), judged by real handshakes with Python's ssl.
+
+One operator and one operand install serve the whole scenario (each profile change rolls the
+webhook, about 5-10 s). It starts on plain Kubernetes (no config.openshift.io API:
+Intermediate, nothing fails), then the session's cluster serves OpenShift's config API
+(devcluster/crds.py) while the operator runs, and the profile goes Old, Modern, Custom; an
+unrelated APIServer edit starts no pass. The config API is removed again at the end, so
+every other test sees plain Kubernetes.
+
+For each profile, every TLS version from 1.0 to 1.3, and at TLS 1.2 a cipher the profile
+allows and one it does not, must be accepted exactly when the profile allows it. The webhook
+serves an RSA certificate (the cert-controller's), so the ciphers tried are ECDHE-RSA ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manager.kube import Kube
+from manager.tls_profile import GO_VERSIONS, TLSVersionName
+from tests.conftest import Cluster
+from tests.integration.conftest import (
+    SCENARIO_NAMESPACES,
+    USE_EXISTING_CLUSTER,
+    EscHandle,
+    OperatorThread,
+    eventually,
+    install_openshift_config,
+    remove_openshift_config,
+    wait_installed,
+)
+
+NAMESPACE = SCENARIO_NAMESPACES["tls-profile"]
+APISERVER = "/apis/config.openshift.io/v1/apiservers/cluster"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+WEBHOOK = "external-secrets-webhook"
+OTHERS = ("external-secrets", "external-secrets-cert-controller")
+WEBHOOK_PORT = 10250
+PYTHON_VERSIONS = {"VersionTLS10": ssl.TLSVersion.TLSv1, "VersionTLS11": ssl.TLSVersion.TLSv1_1,
+                   "VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+
+pytestmark = pytest.mark.skipif(USE_EXISTING_CLUSTER, reason="reads the webhook's processes "
+                                "and replaces the cluster's config API")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a profile allows the webhook to accept."""
+
+    min_version: TLSVersionName
+    allowed: str | None
+    """An ECDHE-RSA cipher the profile allows at TLS 1.2 (None: TLS 1.2 is refused)."""
+    outside: str
+    """An ECDHE-RSA cipher the profile does not allow."""
+
+
+INTERMEDIATE = Expected("VersionTLS12", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA")
+OLD = Expected("VersionTLS10", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384")
+MODERN = Expected("VersionTLS13", None, "ECDHE-RSA-AES128-GCM-SHA256")
+CUSTOM_PROFILE = {"type": "Custom", "custom": {
+    "minTLSVersion": "VersionTLS11",
+    "ciphers": ["ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-SHA"]}}
+CUSTOM = Expected("VersionTLS11", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-AES128-GCM-SHA256")
+# In Old, but the webhook never offers it: Go lists it among InsecureCipherSuites() only, so
+# the operator drops it (tls_profile.GO_CIPHERS).
+DROPPED = "ECDHE-RSA-AES128-SHA256"
+CIPHERS = ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA",
+           "ECDHE-RSA-AES256-SHA", "ECDHE-RSA-AES256-SHA384", DROPPED)
+
+
+def handshake(address: str, version: ssl.TLSVersion, cipher: str = "ALL") -> bool:
+    """Whether the server completes a handshake at exactly `version` offering only `cipher`
+    (TLS 1.3 suites are always offered). Security level 0: this client must not refuse
+    anything itself."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.minimum_version = context.maximum_version = version
+    context.set_ciphers(f"{cipher}:@SECLEVEL=0")
+    try:
+        with socket.create_connection((address, WEBHOOK_PORT), timeout=5) as raw, \
+                context.wrap_socket(raw) as tls:
+            return tls.version() is not None
+    except (ssl.SSLError, ConnectionResetError):
+        return False
+
+
+def accepted(address: str) -> dict[str, bool]:
+    """What the webhook at `address` accepts: each version, and at TLS 1.2 two ciphers."""
+    results = {name: handshake(address, version) for name, version in PYTHON_VERSIONS.items()}
+    for cipher in CIPHERS:
+        results[cipher] = handshake(address, ssl.TLSVersion.TLSv1_2, cipher)
+    return results
+
+
+def assert_follows(results: dict[str, bool], expected: Expected) -> None:
+    minimum = list(PYTHON_VERSIONS).index(expected.min_version)
+    versions = {name: index >= minimum for index, name in enumerate(PYTHON_VERSIONS)}
+    assert {name: results[name] for name in PYTHON_VERSIONS} == versions, results
+    if expected.allowed is not None:
+        assert results[expected.allowed], results
+    assert not results[expected.outside], results
+    assert not results[DROPPED], results
+
+
+async def generations(kube: Kube) -> dict[str, int]:
+    listing = await kube.list(DEPLOYMENTS)
+    return {item["metadata"]["name"]: item["metadata"]["generation"]
+            for item in listing["items"]}
+
+
+async def serving_webhook(cluster: Cluster, kube: Kube, min_version: TLSVersionName) -> str:
+    """The address of the one webhook process running with `min_version`, once it serves."""
+    assert cluster.simulated is not None
+    flag = f"--tls-min-version={GO_VERSIONS[min_version]}"
+
+    async def one_serving() -> str:
+        processes = cluster.simulated.processes(NAMESPACE, "webhook")
+        assert len(processes) == 1, [p.argv for p in processes]
+        assert flag in processes[0].argv, processes[0].argv
+        pod = await kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/"
+                                        f"{processes[0].pod}")
+        address = str(pod["status"]["podIP"])
+        newest = PYTHON_VERSIONS["VersionTLS13"]
+        assert await asyncio.to_thread(handshake, address, newest), "not serving yet"
+        return address
+
+    return await eventually(one_serving, timeout=90, what=f"one webhook serving with {flag}")
+
+
+async def set_profile(kube: Kube, profile: dict[str, Any] | None) -> None:
+    await kube.merge_patch(APISERVER, {"spec": {"tlsSecurityProfile": profile}},
+                           field_manager="integration-tests")
+
+
+async def tls_status(esc: EscHandle) -> dict[str, Any]:
+    return dict(((await esc.get()).get("status") or {}).get("tlsProfile") or {})
+
+
+async def test_the_webhook_follows_the_cluster_tls_profile(
+        cluster: Cluster, kube: Kube, esc: EscHandle, crd_dir: Path,
+        start_operator: Callable[..., Awaitable[OperatorThread]]) -> None:
+    assert await kube.get("/apis/config.openshift.io/v1") is None, "not plain Kubernetes"
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_installed(esc, NAMESPACE, timeout=90)
+
+    # Plain Kubernetes: Intermediate, and nothing fails.
+    assert await tls_status(esc) == {"type": "Intermediate", "minTLSVersion": "VersionTLS12"}
+    address = await serving_webhook(cluster, kube, "VersionTLS12")
+    assert_follows(await asyncio.to_thread(accepted, address), INTERMEDIATE)
+    try:
+        # The config API arrives with an APIServer that sets no profile: nothing rolls.
+        before = await generations(kube)
+        passes = operator.passes
+        await install_openshift_config(kube, crd_dir)
+        await operator.wait_woken(passes, "CustomResourceDefinition")
+        assert await generations(kube) == before
+
+        for profile, expected in (({"type": "Old", "old": {}}, OLD),
+                                  ({"type": "Modern", "modern": {}}, MODERN),
+                                  (CUSTOM_PROFILE, CUSTOM)):
+            before = await generations(kube)
+            await set_profile(kube, profile)
+            address = await serving_webhook(cluster, kube, expected.min_version)
+            after = await generations(kube)
+            assert after[WEBHOOK] == before[WEBHOOK] + 1, (before, after)  # rolled once
+            assert {name: after[name] for name in OTHERS} == {
+                name: before[name] for name in OTHERS}  # the others did not roll
+            assert_follows(await asyncio.to_thread(accepted, address), expected)
+            assert await tls_status(esc) == {"type": profile["type"],
+                                             "minTLSVersion": expected.min_version}
+
+        # An unrelated edit of the APIServer (its audit profile, a label) starts no pass.
+        await operator.wait_idle()
+        before, passes = await generations(kube), operator.passes
+        await kube.merge_patch(APISERVER, {"metadata": {"labels": {"edited": "yes"}},
+                                           "spec": {"audit": {"profile": "AllRequestBodies"}}},
+                               field_manager="integration-tests")
+        await asyncio.sleep(2)
+        assert operator.passes == passes
+        assert await generations(kube) == before
+    finally:
+        await remove_openshift_config(kube, crd_dir)
+    # Back to plain Kubernetes: Intermediate again.
+    address = await serving_webhook(cluster, kube, "VersionTLS12")
+    assert_follows(await asyncio.to_thread(accepted, address), INTERMEDIATE)
+    await eventually(lambda: _status_is(esc, "Intermediate"), timeout=30)
+
+
+async def _status_is(esc: EscHandle, profile: str) -> None:
+    assert (await tls_status(esc)).get("type") == profile
