@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from manager.kube import Kube
-from manager.tls_profile import GO_VERSIONS, TLSVersionName
+from manager.tls_profile import TLSVersionName
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
@@ -118,23 +118,28 @@ async def generations(kube: Kube) -> dict[str, int]:
             for item in listing["items"]}
 
 
-async def serving_webhook(cluster: Cluster, kube: Kube, min_version: TLSVersionName) -> str:
-    """The address of the one webhook process running with `min_version`, once it serves."""
-    assert cluster.simulated is not None
-    flag = f"--tls-min-version={GO_VERSIONS[min_version]}"
+@dataclass(frozen=True)
+class Serving:
+    pod: str
+    address: str
 
-    async def one_serving() -> str:
+
+async def serving_webhook(cluster: Cluster, kube: Kube, replacing: Serving | None) -> Serving:
+    """The one webhook process, in a pod other than `replacing`'s, once it serves."""
+    assert cluster.simulated is not None
+
+    async def one_serving() -> Serving:
         processes = cluster.simulated.processes(NAMESPACE, "webhook")
-        assert len(processes) == 1, [p.argv for p in processes]
-        assert flag in processes[0].argv, processes[0].argv
-        pod = await kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/"
-                                        f"{processes[0].pod}")
-        address = str(pod["status"]["podIP"])
+        assert len(processes) == 1, [p.pod for p in processes]
+        pod = processes[0].pod
+        assert replacing is None or pod != replacing.pod, "not rolled yet"
+        found = await kube.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}")
+        address = str(found["status"]["podIP"])
         newest = PYTHON_VERSIONS["VersionTLS13"]
         assert await asyncio.to_thread(handshake, address, newest), "not serving yet"
-        return address
+        return Serving(pod, address)
 
-    return await eventually(one_serving, timeout=90, what=f"one webhook serving with {flag}")
+    return await eventually(one_serving, timeout=90, what="one webhook serving")
 
 
 async def set_profile(kube: Kube, profile: dict[str, Any] | None) -> None:
@@ -156,8 +161,8 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
 
     # Plain Kubernetes: Intermediate, and nothing fails.
     assert await tls_status(esc) == {"type": "Intermediate", "minTLSVersion": "VersionTLS12"}
-    address = await serving_webhook(cluster, kube, "VersionTLS12")
-    assert_follows(await asyncio.to_thread(accepted, address), INTERMEDIATE)
+    serving = await serving_webhook(cluster, kube, None)
+    assert_follows(await asyncio.to_thread(accepted, serving.address), INTERMEDIATE)
     try:
         # The config API arrives with an APIServer that sets no profile: nothing rolls.
         before = await generations(kube)
@@ -171,12 +176,12 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
                                   (CUSTOM_PROFILE, CUSTOM)):
             before = await generations(kube)
             await set_profile(kube, profile)
-            address = await serving_webhook(cluster, kube, expected.min_version)
+            serving = await serving_webhook(cluster, kube, serving)
             after = await generations(kube)
             assert after[WEBHOOK] == before[WEBHOOK] + 1, (before, after)  # rolled once
             assert {name: after[name] for name in OTHERS} == {
                 name: before[name] for name in OTHERS}  # the others did not roll
-            assert_follows(await asyncio.to_thread(accepted, address), expected)
+            assert_follows(await asyncio.to_thread(accepted, serving.address), expected)
             assert await tls_status(esc) == {"type": profile["type"],
                                              "minTLSVersion": expected.min_version}
 
@@ -192,8 +197,8 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
     finally:
         await remove_openshift_config(kube, crd_dir)
     # Back to plain Kubernetes: Intermediate again.
-    address = await serving_webhook(cluster, kube, "VersionTLS12")
-    assert_follows(await asyncio.to_thread(accepted, address), INTERMEDIATE)
+    serving = await serving_webhook(cluster, kube, serving)
+    assert_follows(await asyncio.to_thread(accepted, serving.address), INTERMEDIATE)
     await eventually(lambda: _status_is(esc, "Intermediate"), timeout=30)
 
 
