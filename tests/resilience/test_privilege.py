@@ -6,7 +6,8 @@ to manifests/operator/rbac.yaml. Here:
 - no rule of the shipped RBAC uses a wildcard;
 - every permission of the operator's own ClusterRole and Role is used: a scenario that walks
   every code path (install with cert-manager and both Issuer kinds, bitwarden, proxy,
-  CRD annotation, pruning of every kind, the ExternalSecretsManager created at start-up) runs,
+  CRD annotation, pruning of every kind, the ExternalSecretsManager created at start-up, the
+  TLS security profile of OpenShift's config API) runs,
   and the API server's audit log lists the (verb, group, resource) of each request the
   operator made; a permission missing from that list fails the test unless it is in
   ALLOWED_UNUSED with its reason;
@@ -40,8 +41,10 @@ from tests.integration.conftest import (
     MANAGED,
     EscHandle,
     eventually,
+    install_openshift_config,
     managed_objects,
     rbac_documents,
+    remove_openshift_config,
 )
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE, VARIANTS, permissions
 from tests.integration.test_monitoring import remove_monitoring_crds, set_feature
@@ -197,6 +200,9 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     await wipe_operand(kube, NAMESPACE)  # earlier suites' cluster-scoped objects, so they
     await kube.delete(ESM_PATH)          # are created again (create clusterroles, ...)
     await kube.delete(LEASE_PATH)  # create, then get and update of leases
+    # OpenShift's config API: the TLS profile is read at start-up (get apiservers) and
+    # watched (list, watch); removed at the end, as later suites expect plain Kubernetes.
+    await install_openshift_config(kube, crd_dir)
     # create externalsecretsmanagers
     operator = await start_operator(arguments=LEADER_ELECTION)
     await eventually(lambda: _present(kube, ESM_PATH))
@@ -292,6 +298,7 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     await remove_monitoring_crds(kube)  # later suites expect a cluster without them
     await wait_quiet(audit)
     operator.stop()  # its watches end, so the audit log records them
+    await remove_openshift_config(kube, crd_dir)
 
 
 async def _present(kube: Kube, path: str) -> None:
