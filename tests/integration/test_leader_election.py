@@ -38,6 +38,7 @@ from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import free_port, log_problems
 from tests.integration.conftest import eventually
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE
+from tests.metrics_scrape import get_metrics_sync, service_account_token
 from tests.resilience.conftest import (  # noqa: F401 (fixtures)
     WRITE_VERBS,
     AuditLog,
@@ -61,6 +62,8 @@ class Candidate:
     name: str
     kubeconfig: Path
     log_path: Path
+    metrics_token: str = ""
+    """A bearer token allowed to read /metrics (served over HTTPS by default)."""
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -93,9 +96,7 @@ class Candidate:
         return "action=leader result=gained" in self.log()
 
     def leader_gauge(self) -> float:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
+        text = get_metrics_sync(self.metrics_port, self.metrics_token)
         found = re.search(r"^eso_operator_leader (\S+)$", text, re.MULTILINE)
         assert found, text[:2000]
         return float(found[1])
@@ -134,10 +135,13 @@ async def candidates(kube: Kube, operator_kubeconfig: Path,  # noqa: F811 (fixtu
     none may have crashed."""
     await kube.delete(LEASE_PATH)
     started: list[Candidate] = []
+    token = await service_account_token(kube, OPERATOR_NAMESPACE, "metrics-scraper",
+                                        reader=True)
 
     def start(count: int) -> list[Candidate]:
         batch = [Candidate(f"operator-{len(started) + n}", operator_kubeconfig,
-                           tmp_path / f"operator-{len(started) + n}.log") for n in range(count)]
+                           tmp_path / f"operator-{len(started) + n}.log", token)
+                 for n in range(count)]
         for candidate in batch:
             started.append(candidate.start())
         return batch
