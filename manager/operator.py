@@ -93,7 +93,7 @@ def _metrics_setting(options: OperatorOptions) -> str:
         return "off"
     if not options.metrics_secure:
         return f"http://{options.metrics_addr}"
-    return f"https://{options.metrics_addr} (bearer token)"
+    return f"https://{options.metrics_addr}"  # to allowed bearer tokens only
 
 
 def _election_setting(timing: LeaseTiming | None) -> str:
