@@ -44,6 +44,9 @@ from devcluster.runner import PodRunner
 # Where an operator run here serves its metrics (manager run reads $METRICS_ADDR): loopback
 # only, since the pods' port relays listen on <podIP>:8080 in this network namespace.
 LOCAL_METRICS_ADDR = "127.0.0.1:8080"
+# Plain HTTP ($METRICS_SECURE), so `curl http://127.0.0.1:8080/metrics` works; set
+# METRICS_SECURE=true to serve them as the Deployment does.
+LOCAL_METRICS_SECURE = "false"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__,
@@ -105,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             crds.install(cluster.api, crds.all_crds())
             # The operator runs in the cluster's network namespace, where the pods' relays
             # listen on <podIP>:<port>: its metrics must not take port 8080 on every address.
-            child_env = {"METRICS_ADDR": LOCAL_METRICS_ADDR, **os.environ,
+            child_env = {"METRICS_ADDR": LOCAL_METRICS_ADDR,
+                         "METRICS_SECURE": LOCAL_METRICS_SECURE, **os.environ,
                          "KUBECONFIG": str(cluster.kubeconfig),
                          "PATH": f"{cluster.plane.bin_dir}:{os.environ.get('PATH', '')}"}
             try:

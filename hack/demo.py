@@ -108,7 +108,8 @@ class Demo:
         stop = asyncio.Event()
         operator = asyncio.create_task(serve(
             OperatorOptions(kubeconfig=str(self.cluster.kubeconfig),
-                            metrics_addr=f"127.0.0.1:{METRICS_PORT}"),
+                            # plain HTTP on loopback, for the curl it prints
+                            metrics_addr=f"127.0.0.1:{METRICS_PORT}", metrics_secure=False),
             stop_flag=stop))
         try:
             say("kubectl apply: ExternalSecretsConfig/cluster with spec: {}")

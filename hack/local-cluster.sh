@@ -62,8 +62,9 @@ case "${1:-}" in
   env) PYTHONPATH="$ROOT" "$PY" -m devcluster env --dir "$STATE_DIR" ;;
   exec)
     shift
-    # The operator's metrics on loopback only: the pods' relays hold <podIP>:8080 here.
-    METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:8080} \
+    # The operator's metrics on loopback only (the pods' relays hold <podIP>:8080 here), in
+    # plain HTTP unless METRICS_SECURE=true.
+    METRICS_ADDR=${METRICS_ADDR:-127.0.0.1:8080} METRICS_SECURE=${METRICS_SECURE:-false} \
     KUBECONFIG=$(PYTHONPATH="$ROOT" "$PY" -m devcluster env --dir "$STATE_DIR" | sed 's/^export KUBECONFIG=//') \
       in_ns "$@"
     ;;

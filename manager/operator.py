@@ -31,6 +31,9 @@ from manager.kube import USER_AGENT, JsonObject, Kube, install_crds, own_namespa
 from manager.leader import LeaderElector, LeaseTiming, candidate_identity
 from manager.logs import configure_logging, without_credentials
 from manager.metrics import MetricsServer
+from manager.metrics_auth import MetricsAccess
+from manager.metrics_tls import ServingTLS
+from manager.olm.identity import METRICS_SERVICE
 from manager.paths import REPO_ROOT
 
 logger = logging.getLogger("manager.operator")
@@ -46,6 +49,13 @@ class OperatorOptions:
     metrics_addr: str | None = None
     """Where to serve /metrics (HOST:PORT or :PORT); None: not served. `run` defaults to
     :8080 (manager.metrics.DEFAULT_METRICS_ADDR)."""
+    metrics_secure: bool = True
+    """HTTPS, to bearer tokens allowed to get /metrics; False: plain HTTP, open to anyone
+    who reaches the port (local runs)."""
+    metrics_cert_file: str | None = None
+    """The serving certificate and key (PEM), read again when they change; None, or files
+    that do not exist yet: a self-signed certificate (manager.metrics_tls)."""
+    metrics_key_file: str | None = None
     leader_election: LeaseTiming | None = None
     """None: reconcile at once (`make run`); else only while holding the Lease."""
     leader_election_namespace: str | None = None
@@ -72,10 +82,18 @@ def startup_settings(options: OperatorOptions, environment: OperatorEnvironment,
         "proxy": ",".join(f"{k}={v}" for k, v in proxies.items()) or "none",
         "resyncSeconds": f"{options.resync_seconds:g}",
         "liveness": options.liveness_endpoint or "off",
-        "metrics": options.metrics_addr or "off",
+        "metrics": _metrics_setting(options),
         "leaderElection": _election_setting(options.leader_election),
     }
     return identity, settings
+
+
+def _metrics_setting(options: OperatorOptions) -> str:
+    if not options.metrics_addr:
+        return "off"
+    if not options.metrics_secure:
+        return f"http://{options.metrics_addr}"
+    return f"https://{options.metrics_addr}"  # to allowed bearer tokens only
 
 
 def _election_setting(timing: LeaseTiming | None) -> str:
@@ -116,7 +134,7 @@ async def serve(options: OperatorOptions, *,
     holder = holder if holder is not None else {}
 
     startup = startup_settings(options, environment, credentials.server)
-    metrics_server = MetricsServer(options.metrics_addr) if options.metrics_addr else None
+    metrics_server = _metrics_server(options, kube, environment.own_namespace)
     if metrics_server is not None:
         await metrics_server.start()
 
@@ -167,6 +185,24 @@ async def serve(options: OperatorOptions, *,
         if metrics_server is not None:
             await metrics_server.stop()
         await kube.close()
+
+
+def _metrics_server(options: OperatorOptions, kube: Kube,
+                    namespace: str | None) -> MetricsServer | None:
+    if not options.metrics_addr:
+        return None
+    if not options.metrics_secure:
+        return MetricsServer(options.metrics_addr)
+    # The names the metrics Service gives the pod, for a self-signed certificate.
+    service = f"{METRICS_SERVICE}.{namespace}.svc"
+    names = (service, f"{service}.cluster.local", "localhost") if namespace else ("localhost",)
+    tls = ServingTLS(_path(options.metrics_cert_file), _path(options.metrics_key_file), names)
+    return MetricsServer(options.metrics_addr, tls=tls,
+                         access=MetricsAccess(kube, metrics.METRICS_PATH))
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 def _elector(options: OperatorOptions, environment: OperatorEnvironment, kube: Kube,

@@ -13,6 +13,7 @@ from manager.metrics import DEFAULT_METRICS_ADDR
 
 DEFAULT_TIMING = LeaseTiming()
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 ENVIRONMENT = """\
 environment variables it reads (OLM's Deployment sets them; none is required):
@@ -37,6 +38,8 @@ environment variables it reads (OLM's Deployment sets them; none is required):
                                       simulated cluster sets 127.0.0.1:8080: there the
                                       operator shares a network namespace with the pods'
                                       port relays)
+  METRICS_SECURE                      --metrics-secure when the flag is not given (`make
+                                      run` sets false: plain HTTP on loopback)
   KUBECONFIG                          credentials when --kubeconfig is not given (files
                                       separated by ":", merged as kubectl does)
   KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT
@@ -63,11 +66,7 @@ def register(subparsers: Any) -> None:
                         "in-cluster service account)")
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
-    parser.add_argument("--metrics-addr", metavar="ADDR",
-                        default=os.environ.get("METRICS_ADDR") or DEFAULT_METRICS_ADDR,
-                        help="serve Prometheus metrics at http://ADDR/metrics, HOST:PORT or "
-                        ":PORT; 'off' serves none (default: $METRICS_ADDR, else "
-                        f"{DEFAULT_METRICS_ADDR})")
+    _add_metrics(parser)
     parser.add_argument("--resync-seconds", type=float, default=DEFAULT_RESYNC_SECONDS,
                         help="periodic full reconcile, a safety net against missed events "
                         "(default: %(default)s)")
@@ -75,6 +74,35 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="debug logging, including kopf's")
     parser.set_defaults(func=run)
+
+
+def boolean(value: str) -> bool:
+    """true/1/yes/on or false/0/no/off, as Go's boolean flags take them."""
+    word = value.strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
+    return word in TRUE_WORDS
+
+
+def _add_metrics(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "metrics",
+        "GET /metrics in the Prometheus text format (docs/operations.md, \"Metrics\").")
+    group.add_argument("--metrics-addr", metavar="ADDR",
+                       default=os.environ.get("METRICS_ADDR") or DEFAULT_METRICS_ADDR,
+                       help="where to serve them, HOST:PORT or :PORT; 'off' serves none "
+                       f"(default: $METRICS_ADDR, else {DEFAULT_METRICS_ADDR})")
+    group.add_argument("--metrics-secure", metavar="BOOL", nargs="?", const=True, type=boolean,
+                       default=os.environ.get("METRICS_SECURE") or "true",  # via boolean()
+                       help="HTTPS, only to bearer tokens allowed to get /metrics (checked "
+                       "with TokenReview and SubjectAccessReview); false: plain HTTP, open to "
+                       "anyone who reaches the port, for local runs (default: "
+                       "$METRICS_SECURE, else true)")
+    group.add_argument("--metrics-cert-file", metavar="FILE", default=None,
+                       help="serving certificate (PEM), read again when it changes; until "
+                       "it and the key exist, a self-signed certificate made at start")
+    group.add_argument("--metrics-key-file", metavar="FILE", default=None,
+                       help="the certificate's private key (PEM)")
 
 
 def _add_leader_election(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +131,9 @@ def _add_leader_election(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from manager.operator import LeaderElectionError, OperatorOptions, run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
 
+    if bool(args.metrics_cert_file) != bool(args.metrics_key_file):
+        print("error: --metrics-cert-file and --metrics-key-file go together", file=sys.stderr)
+        return 2
     try:
         timing = LeaseTiming(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
                              args.leader_elect_retry_period) if args.leader_elect else None
@@ -113,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig, liveness_endpoint=args.liveness,
         resync_seconds=args.resync_seconds,
         metrics_addr=None if args.metrics_addr == "off" else args.metrics_addr,
+        metrics_secure=args.metrics_secure, metrics_cert_file=args.metrics_cert_file,
+        metrics_key_file=args.metrics_key_file,
         leader_election=timing, leader_election_namespace=args.leader_elect_namespace)
     try:
         return run_operator(options, verbose=args.verbose)

@@ -86,9 +86,9 @@ def generate(sources: BundleSources) -> GeneratedFiles:
     }
     for crd in own:
         committed[BUNDLE_MANIFESTS / crd.filename] = crd.text or yamlfile.dump(crd.document)
-    for role in permissions.other_objects:
-        name = f"{role['metadata']['name']}_rbac.authorization.k8s.io_v1_clusterrole.yaml"
-        committed[BUNDLE_MANIFESTS / name] = yamlfile.dump(role, _GENERATED)
+    for obj in permissions.other_objects:
+        name = f"{obj['metadata']['name']}_rbac.authorization.k8s.io_v1_{obj['kind'].lower()}.yaml"
+        committed[BUNDLE_MANIFESTS / name] = yamlfile.dump(obj, _GENERATED)
     header = (f"From github.com/external-secrets/external-secrets@"
               f"{versions.EXTERNAL_SECRETS_VERSION}, labelled by `python -m manager bundle`.")
     build_time = {BUNDLE_MANIFESTS / crd.filename: yamlfile.dump_large(crd.document, header)

@@ -36,6 +36,13 @@ HEALTH_PATH: Final = "/healthz"
 # The operator's Prometheus metrics (`python -m manager run --metrics-addr`, manager.metrics).
 METRICS_PORT: Final = 8080
 METRICS_SERVICE: Final = f"{constants.OPERATOR_NAME}-metrics"
+# The Secret holding the metrics serving certificate (tls.crt, tls.key): OpenShift's service CA
+# fills it (the Service's annotation below); mounted optional, so the pod starts without it.
+METRICS_TLS_SECRET: Final = f"{constants.OPERATOR_NAME}-metrics-tls"
+METRICS_TLS_DIR: Final = "/var/run/secrets/metrics-tls"
+SERVING_CERT_ANNOTATION: Final = "service.beta.openshift.io/serving-cert-secret-name"
+# The monitoring stack's ServiceAccount on OpenShift, granted the read of /metrics (rbac.yaml).
+PROMETHEUS_SERVICE_ACCOUNT: Final = ("openshift-monitoring", "prometheus-k8s")
 # Namespaces whose Prometheus may scrape the operator (the NetworkPolicy's only ingress on the
 # metrics port): OpenShift's platform and user-workload monitoring, and the `monitoring`
 # namespace kube-prometheus installs into.

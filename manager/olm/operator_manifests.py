@@ -81,6 +81,10 @@ def _container(image: str) -> dict[str, Any]:
         # The image's entrypoint is `python -m manager`.
         "args": ["run", f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}{identity.HEALTH_PATH}",
                  f"--metrics-addr=:{identity.METRICS_PORT}",
+                 # HTTPS to allowed bearer tokens, with the certificate of the Secret below.
+                 "--metrics-secure",
+                 f"--metrics-cert-file={identity.METRICS_TLS_DIR}/tls.crt",
+                 f"--metrics-key-file={identity.METRICS_TLS_DIR}/tls.key",
                  # One operator reconciles at a time, even while two pods overlap
                  # (docs/operations.md, "Leader election"); default timings.
                  "--leader-elect"],
@@ -102,7 +106,9 @@ def _container(image: str) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         # The root filesystem is read-only; Python and aiohttp may still want a scratch dir.
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},  # noqa: S108
+                         {"name": "metrics-tls", "mountPath": identity.METRICS_TLS_DIR,
+                          "readOnly": True}],
     }
 
 
@@ -135,7 +141,13 @@ def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "terminationGracePeriodSeconds": 30,
                     "containers": [_container(image)],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                        # Optional: without OpenShift's service CA nobody writes it, and the
+                        # operator serves a self-signed certificate until it appears.
+                        {"name": "metrics-tls", "secret": {
+                            "secretName": identity.METRICS_TLS_SECRET, "optional": True}},
+                    ],
                 },
             },
         },
@@ -151,11 +163,15 @@ def _metadata(name: str, *, namespaced: bool) -> dict[str, Any]:
 
 
 def metrics_service(*, namespaced: bool = True) -> dict[str, Any]:
-    """The operator's /metrics (manager.metrics), for the ServiceMonitor below."""
+    """The operator's /metrics (manager.metrics), for the ServiceMonitor below. On OpenShift
+    the annotation has the service CA write the serving certificate into the Secret the
+    Deployment mounts (and renew it there)."""
+    metadata = _metadata(identity.METRICS_SERVICE, namespaced=namespaced)
+    metadata["annotations"] = {identity.SERVING_CERT_ANNOTATION: identity.METRICS_TLS_SECRET}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(identity.METRICS_SERVICE, namespaced=namespaced),
+        "metadata": metadata,
         "spec": {
             "type": "ClusterIP",
             "selector": {"app": identity.APP_LABEL},
@@ -165,16 +181,26 @@ def metrics_service(*, namespaced: bool = True) -> dict[str, Any]:
     }
 
 
+# Where OpenShift's platform Prometheus finds the service CA bundle (the ConfigMap
+# serving-certs-ca-bundle it mounts), and the token it sends: its own ServiceAccount's.
+_SERVICE_CA_FILE = "/etc/prometheus/configmaps/serving-certs-ca-bundle/service-ca.crt"
+_SCRAPER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105
+
+
 def service_monitor(*, namespaced: bool = True) -> dict[str, Any]:
-    """Prometheus (the Prometheus Operator's) scrapes the operator through its Service."""
+    """Prometheus (the Prometheus Operator's) scrapes the operator through its Service, over
+    HTTPS with its ServiceAccount's token, trusting the service CA (manager.metrics)."""
+    server_name = f"{identity.METRICS_SERVICE}.{identity.NAMESPACE}.svc"
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": _metadata(identity.METRICS_SERVICE, namespaced=namespaced),
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": identity.APP_LABEL}},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "scheme": "http",
-                           "interval": "30s"}],
+            "endpoints": [{"port": "metrics", "path": "/metrics", "scheme": "https",
+                           "interval": "30s", "bearerTokenFile": _SCRAPER_TOKEN_FILE,
+                           "tlsConfig": {"caFile": _SERVICE_CA_FILE,
+                                         "serverName": server_name}}],
         },
     }
 

@@ -4,8 +4,9 @@ A CSV does not carry RBAC objects for its own service account: OLM creates them 
 `clusterPermissions` (ClusterRoles bound cluster-wide) and `permissions` (Roles in the
 operator's namespace). This module follows the bindings in rbac.yaml to the operator's
 service account and turns the roles they grant into those two lists. Roles that no
-binding grants to the operator (for example aggregated roles for users) are shipped as
-plain objects in the bundle.
+binding grants to the operator (for example aggregated roles for users), and the
+ClusterRoleBindings that grant them to others (the monitoring stack's read of /metrics), are
+shipped as plain objects in the bundle (OLM installs both kinds from a bundle).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class RbacError(ValueError):
 class OperatorPermissions:
     cluster_rules: list[dict[str, Any]]
     namespace_rules: list[dict[str, Any]]
-    # ClusterRoles no binding grants to the operator: shipped as they are.
+    # ClusterRoles no binding grants to the operator, and ClusterRoleBindings to other
+    # subjects: shipped as they are.
     other_objects: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -48,12 +50,21 @@ def from_objects(objects: list[dict[str, Any]], service_account: str,
     cluster_rules: list[dict[str, Any]] = []
     namespace_rules: list[dict[str, Any]] = []
     granted: set[tuple[str, str]] = set()
+    others: list[dict[str, Any]] = []
     for binding in objects:
         kind = binding.get("kind")
         if kind not in ("ClusterRoleBinding", "RoleBinding"):
             continue
         if not _binds_service_account(binding, service_account):
+            if kind == "RoleBinding":
+                raise RbacError(f"{source}: RoleBinding {binding['metadata']['name']} grants "
+                                "nothing to the operator; a bundle can ship only "
+                                "ClusterRoleBindings for other subjects")
+            others.append(binding)
             continue
+        if len(binding["subjects"]) > 1:  # OLM would bind the operator only
+            raise RbacError(f"{source}: {kind} {binding['metadata']['name']} binds the "
+                            "operator and others; split it")
         namespace = binding["metadata"].get("namespace", identity.NAMESPACE)
         if kind == "RoleBinding" and namespace != identity.NAMESPACE:
             # A CSV's `permissions` become a Role in the operator's namespace only.
@@ -73,7 +84,8 @@ def from_objects(objects: list[dict[str, Any]], service_account: str,
                         f"{service_account}")
     unbound = [role for key, role in sorted(roles.items())
                if key not in granted and role["kind"] == "ClusterRole"]
-    return OperatorPermissions(_dedupe(cluster_rules), _dedupe(namespace_rules), unbound)
+    return OperatorPermissions(_dedupe(cluster_rules), _dedupe(namespace_rules),
+                               unbound + others)
 
 
 def _binds_service_account(binding: dict[str, Any], service_account: str) -> bool:

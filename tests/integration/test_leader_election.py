@@ -38,6 +38,7 @@ from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import free_port, log_problems
 from tests.integration.conftest import eventually
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE
+from tests.metrics_scrape import get_metrics_sync, service_account_token
 from tests.resilience.conftest import (  # noqa: F401 (fixtures)
     WRITE_VERBS,
     AuditLog,
@@ -51,6 +52,7 @@ LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leas
 TIMINGS = ("--leader-elect", f"--leader-elect-lease-duration={LEASE_DURATION:g}",
            f"--leader-elect-renew-deadline={RENEW_DEADLINE:g}",
            f"--leader-elect-retry-period={RETRY_PERIOD:g}")
+METRICS_REVIEWS = {"tokenreviews", "subjectaccessreviews"}
 IDENTITY = re.compile(r"action=leader result=waiting identity=(\S+)")
 
 
@@ -61,6 +63,8 @@ class Candidate:
     name: str
     kubeconfig: Path
     log_path: Path
+    metrics_token: str = ""
+    """A bearer token allowed to read /metrics (served over HTTPS by default)."""
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -93,9 +97,7 @@ class Candidate:
         return "action=leader result=gained" in self.log()
 
     def leader_gauge(self) -> float:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
+        text = get_metrics_sync(self.metrics_port, self.metrics_token)
         found = re.search(r"^eso_operator_leader (\S+)$", text, re.MULTILINE)
         assert found, text[:2000]
         return float(found[1])
@@ -134,10 +136,13 @@ async def candidates(kube: Kube, operator_kubeconfig: Path,  # noqa: F811 (fixtu
     none may have crashed."""
     await kube.delete(LEASE_PATH)
     started: list[Candidate] = []
+    token = await service_account_token(kube, OPERATOR_NAMESPACE, "metrics-scraper",
+                                        reader=True)
 
     def start(count: int) -> list[Candidate]:
         batch = [Candidate(f"operator-{len(started) + n}", operator_kubeconfig,
-                           tmp_path / f"operator-{len(started) + n}.log") for n in range(count)]
+                           tmp_path / f"operator-{len(started) + n}.log", token)
+                 for n in range(count)]
         for candidate in batch:
             started.append(candidate.start())
         return batch
@@ -205,7 +210,11 @@ async def test_one_leads_and_the_waiting_one_writes_nothing(
         assert len(theirs) >= 2 * LEASE_DURATION / RETRY_PERIOD, len(theirs)
         return ours, theirs
 
-    _, theirs = await eventually(logged, 10)
+    _, requests = await eventually(logged, 10)
+    # The scrape of its /metrics above had it review the token (a create that stores nothing).
+    reviews = [e for e in requests if e["objectRef"]["resource"] in METRICS_REVIEWS]
+    assert {e["objectRef"]["resource"] for e in reviews} == METRICS_REVIEWS
+    theirs = [e for e in requests if e not in reviews]
     assert [e for e in theirs if e["verb"] in WRITE_VERBS] == []
     assert {(e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"])
             for e in theirs} == {("get", "leases", LEASE_NAME)}

@@ -1,5 +1,6 @@
-"""The operator's /metrics, scraped over HTTP while it installs and repairs the operand,
-parsed with prometheus_client's parser: the counters move by what the operator did."""
+"""The operator's /metrics, scraped as Prometheus does (HTTPS, a ServiceAccount's bearer token
+allowed by the shipped reader role) while it installs and repairs the operand, parsed with
+prometheus_client's parser: the counters move by what the operator did."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from manager.kube import Kube
@@ -19,6 +19,7 @@ from tests.integration.conftest import (
     eventually,
     wait_condition,
 )
+from tests.metrics_scrape import get_metrics, service_account_token
 
 StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["metrics"]
@@ -33,12 +34,9 @@ def free_port() -> int:
         return port
 
 
-async def scrape(port: int) -> Samples:
-    async with aiohttp.ClientSession() as session, session.get(
-            f"http://127.0.0.1:{port}/metrics") as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = await response.text()
+async def scrape(port: int, token: str) -> Samples:
+    status, text = await get_metrics(port, token)
+    assert status == 200, text
     return {(sample.name, frozenset(sample.labels.items())): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
@@ -55,16 +53,17 @@ async def test_counters_follow_install_and_repair(kube: Kube, esc: EscHandle,
                                                   start_operator: StartOperator,
                                                   user_objects: UserObjects) -> None:
     port = free_port()
-    operator = await start_operator(metrics_addr=f"127.0.0.1:{port}")
+    token = await service_account_token(kube, NAMESPACE, "metrics-scraper", reader=True)
+    operator = await start_operator(metrics_addr=f"127.0.0.1:{port}")  # secure by default
     await operator.wait_idle()
     started = time.time()
-    before = await scrape(port)
+    before = await scrape(port, token)
 
     # Install: three Deployments created, passes counted, conditions and objects gauged.
     await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
     await wait_condition(esc, "Ready", "True", timeout=60)
     await operator.wait_idle()
-    installed = await scrape(port)
+    installed = await scrape(port, token)
     assert moved(before, installed, "eso_operator_object_writes_total",
                  action="created", kind="Deployment") == 3
     assert moved(before, installed, "eso_operator_passes_total", result="Ready") >= 1
@@ -93,7 +92,7 @@ async def test_counters_follow_install_and_repair(kube: Kube, esc: EscHandle,
     await eventually(recreated, timeout=15)
     await wait_condition(esc, "Ready", "True", timeout=60)
     await operator.wait_idle()
-    repaired = await scrape(port)
+    repaired = await scrape(port, token)
     assert moved(installed, repaired, "eso_operator_object_writes_total",
                  action="created", kind="Deployment") == 1
     assert moved(installed, repaired, "eso_operator_object_writes_total",

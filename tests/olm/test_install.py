@@ -97,11 +97,17 @@ async def test_olm_installs_the_bundle_and_the_operator_runs_with_its_permission
     assert process.argv[1:] == ("-m", "manager", "run",
                                 f"--liveness=http://0.0.0.0:{identity.HEALTH_PORT}/healthz",
                                 f"--metrics-addr=:{identity.METRICS_PORT}",
+                                "--metrics-secure",
+                                f"--metrics-cert-file={identity.METRICS_TLS_DIR}/tls.crt",
+                                f"--metrics-key-file={identity.METRICS_TLS_DIR}/tls.key",
                                 "--leader-elect")
     assert process.env["OPERATOR_CONDITION_NAME"] == release.name  # OLM injects it
     assert process.env["OPERATOR_IMAGE_VERSION"] == identity.OPERATOR_VERSION
     log = cluster.operator_log(release)
     assert "action=create result=created kind=ExternalSecretsManager" in log, log[-3000:]
+    # No service CA here: the optional Secret stays empty, the pod starts anyway and serves
+    # /metrics with a self-signed certificate.
+    assert "action=metrics-certificate source=self-signed" in log, log[:3000]
     forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
     assert not forbidden, "\n".join(forbidden)
     print("  checked: the operator runs from this tree as the CSV's pod, 0 Forbidden in "

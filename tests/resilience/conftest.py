@@ -212,6 +212,8 @@ class OperatorProcess:
     arguments: tuple[str, ...] = ()
     """More arguments of `run` (leader election, for the privilege scenario)."""
     process: subprocess.Popen[bytes] | None = None
+    metrics_port: int = 0
+    """Where it serves /metrics (HTTPS, to allowed bearer tokens)."""
     _log_offset: int = 0
 
     def start(self) -> OperatorProcess:
@@ -222,9 +224,10 @@ class OperatorProcess:
         command.extend(self.arguments)
         # Metrics on loopback, on a port of their own: the pods' relays hold <podIP>:8080 in
         # this network namespace.
+        self.metrics_port = free_port()
         environment = {**os.environ, "POD_NAMESPACE": OPERATOR_NAMESPACE,
                        "POD_NAME": self.log_path.stem, "PYTHONUNBUFFERED": "1",
-                       "METRICS_ADDR": f"127.0.0.1:{free_port()}"}
+                       "METRICS_ADDR": f"127.0.0.1:{self.metrics_port}"}
         for variable in ("KUBECONFIG", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
             environment.pop(variable, None)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0

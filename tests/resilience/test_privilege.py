@@ -48,6 +48,7 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE, VARIANTS, permissions
 from tests.integration.test_monitoring import remove_monitoring_crds, set_feature
+from tests.metrics_scrape import get_metrics, service_account_token
 from tests.resilience.conftest import (
     OPERATOR_USER,
     AuditLog,
@@ -233,6 +234,9 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
     await kube.apply(tls_secret, {**secret, "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
                      field_manager="resilience")
     await wait_installed(kube, NAMESPACE, timeout=90)
+    # Prometheus scrapes /metrics with its token (create tokenreviews, subjectaccessreviews).
+    token = await service_account_token(kube, NAMESPACE, "metrics-scraper", reader=True)
+    assert (await get_metrics(operator.metrics_port, token))[0] == 200
     # One object of each kind drops out of the watch, is read and relabelled (get, patch of
     # every kind installed so far; the Certificates come below).
     relabelled: set[str] = set()

@@ -6,6 +6,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from manager import metrics
+from manager.cli import build_parser
+from manager.metrics_auth import bearer_token
 
 
 @pytest.mark.parametrize(("method", "path", "query", "expected"), [
@@ -67,3 +69,27 @@ def test_parse_addr() -> None:
     assert metrics.parse_addr("127.0.0.1:9") == ("127.0.0.1", 9)
     with pytest.raises(ValueError, match="HOST:PORT"):
         metrics.parse_addr("8080")
+
+
+@pytest.mark.parametrize(("argv", "environ", "secure"), [
+    ([], {}, True),
+    (["--metrics-secure=false"], {}, False),
+    ([], {"METRICS_SECURE": "false"}, False),
+    (["--metrics-secure"], {"METRICS_SECURE": "false"}, True),
+])
+def test_metrics_are_secure_unless_turned_off(argv: list[str], environ: dict[str, str],
+                                              secure: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("METRICS_SECURE", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    args = build_parser().parse_args(["run", *argv])
+    assert args.metrics_secure is secure
+
+
+def test_bearer_token_is_read_from_the_header_only_with_its_scheme() -> None:
+    assert bearer_token("Bearer abc") == "abc"
+    assert bearer_token("bearer  abc ") == "abc"
+    assert bearer_token("Basic abc") is None
+    assert bearer_token("Bearer ") is None
+    assert bearer_token(None) is None

@@ -133,3 +133,47 @@ def test_yaml_output_round_trips_and_keeps_multiline_text_as_blocks() -> None:
     assert "text: |" in text
     assert yamlfile.load(text) == document
     assert list(yamlfile.load(text)) == ["b", "a", "empty"]  # insertion order, not sorted
+
+
+def test_cluster_role_bindings_of_other_subjects_ship_as_objects() -> None:
+    objects = [_role("ClusterRole", "operator", "secrets"),
+               _binding("ClusterRoleBinding", "operator", "ClusterRole", "operator"),
+               _role("ClusterRole", "reader", "pods"),
+               _binding("ClusterRoleBinding", "reader", "ClusterRole", "reader",
+                        subject="prometheus")]
+    permissions = rbac.from_objects(objects, SA)
+    assert [(o["kind"], o["metadata"]["name"]) for o in permissions.other_objects] == [
+        ("ClusterRole", "reader"), ("ClusterRoleBinding", "reader")]
+    assert permissions.cluster_rules == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]
+
+
+def test_the_monitoring_stack_may_read_metrics_and_the_operator_may_review_tokens() -> None:
+    permissions = rbac.load(Path(bundle.RBAC_FILE))
+    shipped = {(o["kind"], o["metadata"]["name"]): o for o in permissions.other_objects}
+    reader = "external-secrets-operator-metrics-reader"
+    assert shipped["ClusterRole", reader]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    namespace, name = identity.PROMETHEUS_SERVICE_ACCOUNT
+    assert shipped["ClusterRoleBinding", reader]["subjects"] == [
+        {"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    for group, resource in (("authentication.k8s.io", "tokenreviews"),
+                            ("authorization.k8s.io", "subjectaccessreviews")):
+        assert {"apiGroups": [group], "resources": [resource], "verbs": ["create"]} \
+            in permissions.cluster_rules
+
+
+def test_metrics_certificate_secret_is_requested_mounted_optional_and_named_by_the_flags() -> None:
+    service = operator_manifests.metrics_service()
+    secret = service["metadata"]["annotations"][identity.SERVING_CERT_ANNOTATION]
+    pod = operator_manifests.deployment("img")["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"] == {"secretName": secret, "optional": True}
+    container = pod["containers"][0]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert "--metrics-secure" in container["args"]
+    assert f"--metrics-cert-file={mount['mountPath']}/tls.crt" in container["args"]
+    assert f"--metrics-key-file={mount['mountPath']}/tls.key" in container["args"]
+    [endpoint] = operator_manifests.service_monitor()["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["serverName"].startswith(f"{service['metadata']['name']}.")
