@@ -42,7 +42,7 @@ def test_a_secret_keeps_name_type_and_key_names_only() -> None:
                      "metadata": {"name": "tls", "namespace": "ns",
                                   "annotations": {"keep": "me"}},
                      "keys": ["extra", "tls.crt", "tls.key"]}
-    assert SENTINEL in redactor.learned and B64 in redactor.learned
+    assert {SENTINEL, B64} <= redactor.learned
 
 
 def test_secret_lists_are_summarised_item_by_item() -> None:
@@ -97,9 +97,9 @@ def test_text_loses_every_learned_value_and_its_base64_form() -> None:
            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n"
            "token eyJhbGciOi.eyJzdWIiOi.c2lnbmF0dXJl\n")
     clean = redactor.text(log)
-    assert SENTINEL not in clean and B64.rstrip("=") not in clean
+    for hidden in (SENTINEL, B64.rstrip("="), "abcdefghijklmnop", "MIIE", "eyJzdWIiOi"):
+        assert hidden not in clean
     assert "abc stays" in clean
-    assert "abcdefghijklmnop" not in clean and "MIIE" not in clean and "eyJzdWIiOi" not in clean
     assert clean.count(REDACTED) == 6
 
 
