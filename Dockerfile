@@ -1,6 +1,7 @@
 # The external-secrets operator image: `python -m manager run` (and `gather`, the
 # must-gather entry point) on Red Hat UBI 9 with Python 3.11, as the base image's
-# unprivileged user (UID 1001, group 0, so OpenShift's arbitrary UIDs work too). Build it with `make image` (podman or docker):
+# unprivileged user (UID 1001, group 0, so OpenShift's arbitrary UIDs work too). Build it
+# with `make image` (podman or docker):
 #
 #   podman build -t IMAGE --build-arg VERSION=0.1.0 .
 #
