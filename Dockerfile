@@ -1,6 +1,7 @@
-# The external-secrets operator image: `python -m manager run` on Red Hat UBI 9 with
-# Python 3.11, as the base image's unprivileged user (UID 1001, group 0, so OpenShift's
-# arbitrary UIDs work too). Build it with `make image` (podman or docker):
+# The external-secrets operator image: `python -m manager run` (and `gather`, the
+# must-gather entry point) on Red Hat UBI 9 with Python 3.11, as the base image's
+# unprivileged user (UID 1001, group 0, so OpenShift's arbitrary UIDs work too). Build it
+# with `make image` (podman or docker):
 #
 #   podman build -t IMAGE --build-arg VERSION=0.1.0 .
 #
@@ -26,6 +27,9 @@ LABEL name="external-secrets-operator" \
       io.openshift.tags="security,secrets,external-secrets"
 COPY --from=wheel --chown=1001:0 /tmp/wheels /tmp/wheels
 RUN pip install --no-cache-dir /tmp/wheels/*.whl && rm -rf /tmp/wheels
+# The must-gather convention: `oc adm must-gather --image=IMAGE` runs /usr/bin/gather, which
+# writes the support bundle to /must-gather (`python -m manager gather --dest-dir`).
+COPY --chown=0:0 --chmod=0755 hack/gather /usr/bin/gather
 # The root filesystem is read-only at run time: no bytecode files, unbuffered logs.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

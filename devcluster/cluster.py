@@ -2,7 +2,7 @@
 
     etcd ─ kube-apiserver ─┬─ kube-controller-manager   (namespaces, GC, Deployments, tokens...)
                            ├─ kube-scheduler
-                           ├─ kwok                      (2 fake Nodes; pod addresses)
+                           ├─ kwok                      (2 fake Nodes; pod addresses; logs)
                            └─ pod runner                (containers as local processes)
 
 Every process runs on loopback inside the caller's network namespace, which must have `lo`
@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devcluster import crds, olm
+import yaml
+
+from devcluster import crds, olm, podlogs
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError
 from devcluster.controlplane import (
@@ -189,10 +191,14 @@ class SimulatedCluster:
         ])
         self.plane.spawn("kube-scheduler", [
             str(bins / "kube-scheduler"), *common, f"--secure-port={free_port()}"])
+        # kwok serves the nodes' kubelet API (container logs, podlogs.py) at NODE_IP.
+        crds.install(self.api, [yaml.safe_load(podlogs.logs_crd_path().read_text())])
+        port = free_port()
         self.plane.spawn("kwok", [
             str(kwok), f"--kubeconfig={kubeconfig}", "--manage-all-nodes=true",
             f"--config={STAGES}", "--node-lease-duration-seconds=40", f"--cidr={self.pod_cidr}",
-            f"--node-ip={NODE_IP}", f"--server-address={LOOPBACK}:{free_port()}"])
+            f"--node-ip={NODE_IP}", f"--server-address={NODE_IP}:{port}", f"--node-port={port}",
+            "--enable-crds=Logs"])
 
     def _wait_working(self, deadline: float) -> None:
         """Until the nodes are Ready and the controllers serve new namespaces (the default

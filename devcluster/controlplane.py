@@ -266,6 +266,8 @@ class LocalControlPlane:
             f"--service-account-signing-key-file={d / 'sa.key'}",
             # Webhook and aggregated API calls go to endpoint IPs, never to ClusterIPs.
             "--enable-aggregator-routing=true",
+            # The fake nodes' Hostname addresses resolve nowhere; kwok serves logs at the IP.
+            "--kubelet-preferred-address-types=InternalIP",
         ]
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:

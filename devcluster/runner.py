@@ -49,6 +49,7 @@ from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
 from devcluster.controlplane import KUBERNETES_SERVICE
 from devcluster.netns import PodNetwork
+from devcluster.podlogs import CriLog, logs_object
 from devcluster.pods import (
     ImageEntry,
     Launch,
@@ -348,6 +349,7 @@ class Container:
     next_probe: float = 0.0
     liveness_failures: int = 0
     restart_at: float = 0.0
+    log: CriLog | None = None  # what `kubectl logs` serves (podlogs.py)
 
     def waiting(self, reason: str, message: str = "") -> None:
         self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
@@ -384,6 +386,8 @@ class PodSupervisor(threading.Thread):
         self.init_containers = [Container(c, init=True)
                                 for c in pod["spec"].get("initContainers") or []]
         self.containers = [Container(c) for c in pod["spec"]["containers"]]
+        for container in self.init_containers + self.containers:
+            container.log = CriLog(self.directory, container.spec["name"])
         self.stopping = threading.Event()
         self.delete_pod = False
         self._reported: JsonObject | None = None
@@ -412,6 +416,7 @@ class PodSupervisor(threading.Thread):
 
     def run(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._publish_logs()
         try:
             self._supervise()
         except Exception:  # a runner bug must not leave processes behind
@@ -420,6 +425,17 @@ class PodSupervisor(threading.Thread):
             self._stop_processes()
             self.network.stop()
             self.runner.finished(self)
+
+    def _publish_logs(self) -> None:
+        """Point kwok at this pod's log files (podlogs.py), so the API server serves them."""
+        names = [c.spec["name"] for c in self.init_containers + self.containers]
+        meta = self.pod["metadata"]
+        try:
+            self.runner.api.apply(f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{meta['namespace']}"
+                                  f"/logs/{meta['name']}",
+                                  logs_object(self.pod, self.directory, names), FIELD_MANAGER)
+        except (ApiError, OSError) as error:  # kwok's Logs API not served: no `kubectl logs`
+            logger.info("pod %s: logs not served: %s", self.key, error)
 
     def _supervise(self) -> None:
         try:
@@ -436,6 +452,8 @@ class PodSupervisor(threading.Thread):
                 next_refresh = time.monotonic() + VOLUME_REFRESH_SECONDS
             for container in self._due():
                 self._tend(container, volumes_ready)
+                if container.log is not None:
+                    container.log.pump()
             self._report()
             self.stopping.wait(0.1)
 
@@ -485,6 +503,8 @@ class PodSupervisor(threading.Thread):
         for port in set(spec.ports) - self._exposed:
             self.network.expose(port)
             self._exposed.add(port)
+        if container.log is not None:
+            container.log.start_run()
         log = (self.directory / f"{spec.container}.log").open("ab")
         container.process = subprocess.Popen(
             ["nsenter", f"--net={self.network.path}", "--",
@@ -508,6 +528,8 @@ class PodSupervisor(threading.Thread):
 
     def _exited(self, container: Container, code: int) -> None:
         code = exit_code(code)
+        if container.log is not None:
+            container.log.pump(final=True)
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       **container.state.get("running", {}), "finishedAt": now()}
         container.process = None
@@ -627,6 +649,8 @@ class PodSupervisor(threading.Thread):
                 container.process.wait()
             container.process = None
             self._pid_file(container).unlink(missing_ok=True)
+            if container.log is not None:
+                container.log.pump(final=True)
 
 
 # --- the runner ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "manager.commands.plan",
     "manager.commands.bundle",
     "manager.commands.uninstall",
+    "manager.commands.gather",
 )
 
 

@@ -177,6 +177,25 @@ class Kube:
         decoded: JsonObject = json.loads(data)
         return decoded
 
+    async def text(self, path: str, *, query: Mapping[str, str] | None = None,
+                   timeout: float = REQUEST_TIMEOUT_SECONDS) -> str:
+        """The body of a GET that answers text, not JSON (a pod's log, metrics through the
+        API server's proxy). Raises ApiError."""
+        response = await self._send("GET", path, query=query, body=None,
+                                    content_type="application/json", accept="*/*",
+                                    timeout=aiohttp.ClientTimeout(total=timeout))
+        try:
+            async with response:
+                data = await response.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            metrics.record_error(0)
+            raise ApiError(0, type(error).__name__, str(error) or "connection failed",
+                           "GET", path) from error
+        if not 200 <= response.status <= 299:
+            metrics.record_error(response.status)
+            raise _api_error(response.status, data, "GET", path)
+        return data.decode(errors="replace")
+
     async def get(self, path: str, *, accept: str = "application/json") -> JsonObject | None:
         """The object at `path`, or None if it does not exist."""
         try:

@@ -1,0 +1,93 @@
+"""`gather [-o FILE.tar.gz | --dest-dir DIR]`: a support bundle of the operator and its
+operand, with no secret value in it (manager/gather.py says what it holds, manager/redact.py
+what it never shows). Nothing in the cluster is changed.
+
+The operator image runs it as `/usr/bin/gather` (hack/gather), the must-gather convention:
+`oc adm must-gather --image=<operator image>` collects `/must-gather`.
+
+Exit status: 0 when the bundle was written (parts that could not be read are listed in its
+manifest.yaml, with the reason), 2 when there is no bundle (no credentials, the API server
+unreachable, the destination not writable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from manager.gather import gather
+from manager.kube import ApiError, Kube
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "gather",
+        help="write a support bundle without secret values (must-gather)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", type=Path, default=None,
+                       help="the archive to write (default: eso-gather-<time>.tar.gz)")
+    where.add_argument("--dest-dir", type=Path, default=None,
+                       help="write the files into this directory instead of an archive "
+                            "(the image's gather writes to /must-gather)")
+    parser.add_argument("--operator-namespace", default=None,
+                        help="where the operator's Deployment runs (default: found by name)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
+                             "in-cluster service account)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        files = asyncio.run(_collect(args.kubeconfig, args.operator_namespace))
+    except ApiError as error:
+        print(f"error: no bundle: the API server cannot be read: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.dest_dir is not None:
+            where = write_directory(files, args.dest_dir)
+        else:
+            where = write_archive(files, args.output or Path(
+                time.strftime("eso-gather-%Y%m%dT%H%M%S.tar.gz")))
+    except OSError as error:
+        print(f"error: no bundle: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(files)} files to {where} (see manifest.yaml: what is in it, what "
+          f"could not be collected)")
+    return 0
+
+
+async def _collect(kubeconfig: str | None, operator_namespace: str | None) -> dict[str, bytes]:
+    kube = Kube.connect(kubeconfig)
+    try:
+        return await gather(kube, operator_namespace)
+    finally:
+        await kube.close()
+
+
+def write_archive(files: dict[str, bytes], output: Path) -> Path:
+    """A gzipped tar whose members sit under one directory named after the archive."""
+    top = output.name.removesuffix(".gz").removesuffix(".tgz").removesuffix(".tar")
+    with tarfile.open(output, "w:gz") as archive:
+        for path, content in sorted(files.items()):
+            member = tarfile.TarInfo(f"{top}/{path}")
+            member.size, member.mtime, member.mode = len(content), int(time.time()), 0o644
+            archive.addfile(member, io.BytesIO(content))
+    return output
+
+
+def write_directory(files: dict[str, bytes], directory: Path) -> Path:
+    for path, content in files.items():
+        target = directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return directory
