@@ -28,19 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-logger = logging.getLogger(__name__)
+from manager.tls_profile import INTERMEDIATE, python_tls_policy
 
-# The Intermediate profile of openshift/api (config/v1/types_tlssecurityprofile.go): what
-# OpenShift applies when the cluster sets no TLS security profile. The three TLS 1.3 names are
-# OpenSSL's default TLS 1.3 suites, which Python cannot narrow; `set_ciphers` takes the rest.
-INTERMEDIATE_MINIMUM: Final = ssl.TLSVersion.TLSv1_2
-INTERMEDIATE_CIPHERS: Final = ":".join((
-    "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
-    "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
-    "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
-    "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
-    "DHE-RSA-AES128-GCM-SHA256", "DHE-RSA-AES256-GCM-SHA384",
-))
+logger = logging.getLogger(__name__)
 
 # How often the certificate files are read: a renewal is served within this time. Two small
 # files every 10 s cost nothing measurable.
@@ -112,7 +102,7 @@ class ServingTLS:
     def __init__(self, cert_file: Path | None, key_file: Path | None, names: Sequence[str],
                  reload_seconds: float = RELOAD_SECONDS) -> None:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        apply_policy(self.context, INTERMEDIATE_MINIMUM, INTERMEDIATE_CIPHERS)
+        apply_policy(self.context, *python_tls_policy(INTERMEDIATE))  # until told
         self.files = (cert_file, key_file) if cert_file and key_file else None
         self.names = tuple(names) or ("localhost",)
         self.reload_seconds = reload_seconds

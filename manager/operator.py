@@ -21,13 +21,15 @@ import kopf
 import yaml
 
 from manager import __version__, metrics
+from manager.apply.discovery import Discovery
 from manager.config import OperatorEnvironment
 from manager.constants import FIELD_MANAGER
 from manager.controllers.events import EVENTS_NAMESPACE
+from manager.controllers.facts import ClusterFacts
 from manager.controllers.handlers import build_registry
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS, OperatorRuntime
 from manager.credentials import load_credentials
-from manager.kube import USER_AGENT, JsonObject, Kube, install_crds, own_namespace
+from manager.kube import USER_AGENT, ApiError, JsonObject, Kube, install_crds, own_namespace
 from manager.leader import LeaderElector, LeaseTiming, candidate_identity
 from manager.logs import configure_logging, without_credentials
 from manager.metrics import MetricsServer
@@ -35,6 +37,7 @@ from manager.metrics_auth import MetricsAccess
 from manager.metrics_tls import ServingTLS
 from manager.olm.identity import METRICS_SERVICE
 from manager.paths import REPO_ROOT
+from manager.tls_profile import INTERMEDIATE, TLSProfile, python_tls_policy
 
 logger = logging.getLogger("manager.operator")
 
@@ -135,11 +138,15 @@ async def serve(options: OperatorOptions, *,
 
     startup = startup_settings(options, environment, credentials.server)
     metrics_server = _metrics_server(options, kube, environment.own_namespace)
+    follow_profile = _tls_follower(metrics_server)
     if metrics_server is not None:
         await metrics_server.start()
+        if elector is not None:  # a standby serves its metrics too: follow the profile now
+            await _read_tls_profile(kube, follow_profile)
 
     async def start_runtime() -> OperatorRuntime:
-        runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup)
+        runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup,
+                                  on_tls_profile=follow_profile)
         await runtime.start()
         return runtime
 
@@ -199,6 +206,25 @@ def _metrics_server(options: OperatorOptions, kube: Kube,
     tls = ServingTLS(_path(options.metrics_cert_file), _path(options.metrics_key_file), names)
     return MetricsServer(options.metrics_addr, tls=tls,
                          access=MetricsAccess(kube, metrics.METRICS_PATH))
+
+
+def _tls_follower(server: MetricsServer | None) -> Callable[[TLSProfile], None]:
+    """What applies the cluster's TLS profile to the operator's own TLS server."""
+    def follow(profile: TLSProfile) -> None:
+        if server is not None:
+            server.set_tls_policy(*python_tls_policy(profile))
+    return follow
+
+
+async def _read_tls_profile(kube: Kube, follow: Callable[[TLSProfile], None]) -> None:
+    """Once, before leading (the runtime follows changes while it leads)."""
+    try:
+        profile = await ClusterFacts(kube, Discovery(kube)).tls_profile()
+    except ApiError as error:  # Intermediate until the runtime reads it
+        logger.warning("action=read result=error kind=APIServer error=%r", str(error))
+        return
+    if profile != INTERMEDIATE:
+        follow(profile)
 
 
 def _path(value: str | None) -> Path | None:

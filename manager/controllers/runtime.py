@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from manager import metrics
@@ -103,7 +103,8 @@ class PassSummary:
 class OperatorRuntime:
     def __init__(self, kube: Kube, environment: OperatorEnvironment,
                  resync_seconds: float = DEFAULT_RESYNC_SECONDS,
-                 startup: tuple[Mapping[str, object], Mapping[str, object]] = ({}, {})):
+                 startup: tuple[Mapping[str, object], Mapping[str, object]] = ({}, {}),
+                 on_tls_profile: Callable[[TLSProfile], None] = lambda _profile: None):
         self.kube = kube
         self.discovery = Discovery(kube)
         self.queue = ReconcileQueue()
@@ -117,7 +118,8 @@ class OperatorRuntime:
         once read), then the settings in effect."""
         self.tls_profile: TLSProfile = INTERMEDIATE
         """The cluster's TLS security profile, read at start and by every pass, for the
-        operator's own TLS servers (tls_profile.python_tls_policy)."""
+        operator's own TLS servers: `on_tls_profile` hears of every change."""
+        self._on_tls_profile = on_tls_profile
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
@@ -139,7 +141,7 @@ class OperatorRuntime:
                                                 **identity}))
         logger.info("action=settings %s", fields(settings))
         try:  # before any pass: what the operator's own servers start with
-            self.tls_profile = await self.reconciler.facts.tls_profile()
+            self._follow(await self.reconciler.facts.tls_profile())
         except ApiError as error:  # the first pass reads it again
             logger.warning("action=read result=error kind=APIServer error=%r", str(error))
         try:
@@ -201,7 +203,7 @@ class OperatorRuntime:
         as a dead worker."""
         try:
             report = await self.reconciler.run_pass()
-            self.tls_profile = report.tls_profile
+            self._follow(report.tls_profile)
             self.watcher.set_specs(STANDING_WATCHES | report.watches)
             return report
         except ApiError as error:  # reading the CRs or writing status failed
@@ -209,6 +211,11 @@ class OperatorRuntime:
         except Exception:  # a bug must not stop the operator; it is retried with backoff
             logger.exception("action=reconcile result=crash")
         return None
+
+    def _follow(self, profile: TLSProfile) -> None:
+        if profile != self.tls_profile:
+            self.tls_profile = profile
+            self._on_tls_profile(profile)
 
     def _schedule_retry(self, report: PassReport | None, retrying: bool,
                         ) -> tuple[str, int, float | None]:

@@ -22,7 +22,8 @@ from manager import metrics_tls
 from manager.kube import Kube
 from manager.metrics import METRICS_PATH, MetricsServer
 from manager.metrics_auth import MetricsAccess
-from manager.metrics_tls import INTERMEDIATE_CIPHERS, ServingTLS
+from manager.metrics_tls import ServingTLS
+from manager.tls_profile import profile_of, python_tls_policy
 from tests.integration.conftest import eventually
 from tests.metrics_scrape import READER_ROLE, get_metrics, service_account_token
 
@@ -123,7 +124,7 @@ async def test_tls_policy_refuses_below_the_minimum_and_changes_without_restart(
                                        ciphers=OLD_ONLY_CIPHER) == "refused"
 
         # The policy changes under the running server: the next handshakes follow it.
-        server.set_tls_policy(ssl.TLSVersion.TLSv1_2, f"{INTERMEDIATE_CIPHERS}:{OLD_ONLY_CIPHER}")
+        server.set_tls_policy(*python_tls_policy(profile_of({"type": "Old", "old": {}})[0]))
         assert await asyncio.to_thread(handshake, port, maximum=ssl.TLSVersion.TLSv1_2,
                                        ciphers=OLD_ONLY_CIPHER) == "TLSv1.2"
         server.set_tls_policy(ssl.TLSVersion.TLSv1_3, MODERN)

@@ -1,5 +1,6 @@
 """The cluster's TLS security profile, applied to the real webhook (external-secrets v0.16.2,
-run by the pod runner), judged by real handshakes with Python's ssl.
+run by the pod runner) and to the operator's own /metrics, judged by real handshakes with
+Python's ssl.
 
 One operator and one operand install serve the whole scenario (each profile change rolls the
 webhook, about 5-10 s). It starts on plain Kubernetes (no config.openshift.io API:
@@ -28,6 +29,7 @@ import pytest
 from manager.kube import Kube
 from manager.tls_profile import TLSVersionName
 from tests.conftest import Cluster
+from tests.e2e.operator_process import free_port
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     USE_EXISTING_CLUSTER,
@@ -77,7 +79,8 @@ CIPHERS = ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-
            "ECDHE-RSA-AES256-SHA", "ECDHE-RSA-AES256-SHA384", DROPPED)
 
 
-def handshake(address: str, version: ssl.TLSVersion, cipher: str = "ALL") -> bool:
+def handshake(address: str, version: ssl.TLSVersion, cipher: str = "ALL",
+              port: int = WEBHOOK_PORT) -> bool:
     """Whether the server completes a handshake at exactly `version` offering only `cipher`
     (TLS 1.3 suites are always offered). Security level 0: this client must not refuse
     anything itself."""
@@ -87,7 +90,7 @@ def handshake(address: str, version: ssl.TLSVersion, cipher: str = "ALL") -> boo
     context.minimum_version = context.maximum_version = version
     context.set_ciphers(f"{cipher}:@SECLEVEL=0")
     try:
-        with socket.create_connection((address, WEBHOOK_PORT), timeout=5) as raw, \
+        with socket.create_connection((address, port), timeout=5) as raw, \
                 context.wrap_socket(raw) as tls:
             return tls.version() is not None
     except (ssl.SSLError, ConnectionResetError):
@@ -110,6 +113,31 @@ def assert_follows(results: dict[str, bool], expected: Expected) -> None:
         assert results[expected.allowed], results
     assert not results[expected.outside], results
     assert not results[DROPPED], results
+
+
+# The operator's own /metrics (self-signed P-256 certificate, so ECDHE-ECDSA ciphers): per
+# profile, a TLS 1.2 cipher and whether the profile allows it. Its TLS 1.0/1.1 answers are
+# not checked: OpenSSL's security level may refuse them even where a profile allows them
+# (stricter, never weaker).
+METRICS_CIPHERS = {
+    "Intermediate": {"ECDHE-ECDSA-AES128-GCM-SHA256": True, "ECDHE-ECDSA-AES128-SHA": False},
+    "Old": {"ECDHE-ECDSA-AES128-SHA": True},
+    "Modern": {"ECDHE-ECDSA-AES128-GCM-SHA256": False},
+    "Custom": {"ECDHE-ECDSA-AES128-GCM-SHA256": False},
+}
+
+
+async def metrics_follow(port: int, profile: str) -> None:
+    """The operator's metrics server applies `profile` (it follows the pass that read it)."""
+    async def follows() -> None:
+        for cipher, allowed in METRICS_CIPHERS[profile].items():
+            answer = await asyncio.to_thread(handshake, "127.0.0.1", ssl.TLSVersion.TLSv1_2,
+                                             cipher, port)
+            assert answer is allowed, (profile, cipher, answer)
+        assert await asyncio.to_thread(handshake, "127.0.0.1", ssl.TLSVersion.TLSv1_3,
+                                       "ALL", port), profile
+
+    await eventually(follows, timeout=30)
 
 
 async def generations(kube: Kube) -> dict[str, int]:
@@ -155,7 +183,8 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
         cluster: Cluster, kube: Kube, esc: EscHandle, crd_dir: Path,
         start_operator: Callable[..., Awaitable[OperatorThread]]) -> None:
     assert await kube.get("/apis/config.openshift.io/v1") is None, "not plain Kubernetes"
-    operator = await start_operator()
+    metrics_port = free_port()
+    operator = await start_operator(metrics_addr=f"127.0.0.1:{metrics_port}")  # secure
     await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
     await wait_installed(esc, NAMESPACE, timeout=90)
 
@@ -163,6 +192,7 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
     assert await tls_status(esc) == {"type": "Intermediate", "minTLSVersion": "VersionTLS12"}
     serving = await serving_webhook(cluster, kube, None)
     assert_follows(await asyncio.to_thread(accepted, serving.address), INTERMEDIATE)
+    await metrics_follow(metrics_port, "Intermediate")
     try:
         # The config API arrives with an APIServer that sets no profile: nothing rolls.
         before = await generations(kube)
@@ -182,6 +212,7 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
             assert {name: after[name] for name in OTHERS} == {
                 name: before[name] for name in OTHERS}  # the others did not roll
             assert_follows(await asyncio.to_thread(accepted, serving.address), expected)
+            await metrics_follow(metrics_port, profile["type"])
             assert await tls_status(esc) == {"type": profile["type"],
                                              "minTLSVersion": expected.min_version}
 
@@ -200,6 +231,7 @@ async def test_the_webhook_follows_the_cluster_tls_profile(
     serving = await serving_webhook(cluster, kube, serving)
     assert_follows(await asyncio.to_thread(accepted, serving.address), INTERMEDIATE)
     await eventually(lambda: _status_is(esc, "Intermediate"), timeout=30)
+    await metrics_follow(metrics_port, "Intermediate")
 
 
 async def _status_is(esc: EscHandle, profile: str) -> None:
