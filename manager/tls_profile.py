@@ -185,5 +185,11 @@ def python_tls_policy(profile: TLSProfile) -> tuple[ssl.TLSVersion, str]:
     settings = server_tls(profile, _openssl_knows)
     if line := settings.describe("python"):
         logger.info("action=tls-profile profile=%s %s", profile.type, line)
+    minimum = PYTHON_VERSIONS[settings.min_version]
     ciphers = "" if settings.min_version == "VersionTLS13" else ":".join(settings.ciphers)
-    return PYTHON_VERSIONS[settings.min_version], ciphers
+    if minimum < ssl.TLSVersion.TLSv1_2:
+        # OpenSSL 3's default security level refuses TLS 1.0 and 1.1 whatever the minimum;
+        # a profile that allows them (Old, or a Custom minimum) is the administrator's
+        # choice, and the cipher list stays the profile's.
+        ciphers += ":@SECLEVEL=0"
+    return minimum, ciphers
