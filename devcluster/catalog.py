@@ -126,6 +126,9 @@ def rebuild(source: Path, directory: Path, version: str, operand_image: str | No
                    capture_output=True, timeout=900)
     if operand_image is not None:
         _name_operand_image(directory, operand_image)
+    # Compiled as an image's `pip install` compiles the package (git ignores the caches).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(directory / "manager")],
+                   check=True, capture_output=True, timeout=300)
     subprocess.run(["git", "init", "-q", str(directory)], check=True)
     subprocess.run(["git", "-C", str(directory), "add", "-A"], check=True)
     return directory
