@@ -34,6 +34,7 @@ help:
 	@echo "make verify        fail if generated files are stale"
 	@echo "make bundle        regenerate bundle/ and validate it with the operator-framework"
 	@echo "make bench         measure speed and footprint (bench/results, docs/performance.md)"
+	@echo "make bench-disruption  the disruption figures (bench/results/disruption.json, docs/resilience.md)"
 	@echo "make image         build the operator image (podman or docker)"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
@@ -147,6 +148,15 @@ test-resilience: venv prereqs
 .PHONY: test-disruption
 test-disruption: venv prereqs
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/disruption $(PYTEST_ARGS)
+
+# The disruption figures (docs/resilience.md, bench/results/disruption.json): the disruption
+# suite and the OLM upgrades with the samplers, once; the results file, then the table from it.
+DISRUPTION_RESULTS := bench/results/disruption.json
+.PHONY: bench-disruption
+bench-disruption: venv prereqs
+	$(NETNS_RUN) env DISRUPTION_RESULTS=$(CURDIR)/$(DISRUPTION_RESULTS) $(VENV)/bin/pytest -s \
+	  tests/disruption tests/olm/test_upgrade.py $(PYTEST_ARGS)
+	$(PY) -m tests.disruption.figures $(DISRUPTION_RESULTS)
 
 # OLM installs, upgrades and removes the operator (tests/olm, docs/olm.md); part of `make test`.
 .PHONY: test-olm

@@ -63,11 +63,12 @@ def release_venv(source: Path) -> Path:
     return Path(found.stdout.strip())
 
 
-def operator_image(source: Path) -> ImageEntry:
-    """The operator image of the release whose source tree is `source`."""
+def operator_image(source: Path, venv: Path | None = None) -> ImageEntry:
+    """The operator image of the release whose source tree is `source`, run with `venv`
+    (default: `release_venv(source)`)."""
     # The release's virtualenv, and the interpreter it links to, at its own path (it may
     # live where /tmp hides it).
-    venv, interpreter = release_venv(source), sys.base_prefix
+    venv, interpreter = venv or release_venv(source), sys.base_prefix
     return ImageEntry(OPERATOR_ENTRYPOINT, (f"{OPERATOR_PYTHON}/bin/python", "-m", "manager"),
                       OPERATOR_USER,
                       env=(("PYTHONPATH", OPERATOR_SOURCE), ("PYTHONDONTWRITEBYTECODE", "1"),

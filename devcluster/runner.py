@@ -355,6 +355,17 @@ class Container:
         self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
         self.ready = False
 
+    def running(self, spec: Launch) -> None:
+        """A new process of this container runs: as a kubelet's probe worker for a new
+        container, the probes start over (initial delays, no failures counted: a process
+        restarted by its liveness probe gets the full threshold again, not one failure)."""
+        self.launch = spec
+        self.started_at = time.monotonic()
+        self.next_probe = self.started_at + _initial_delay(spec.readiness)
+        self.liveness_failures = 0
+        self.state = {"running": {"startedAt": now()}}
+        self.ready = not self.init and spec.readiness.kind == "none"
+
     @property
     def succeeded(self) -> bool:
         return bool(self.state.get("terminated", {}).get("exitCode") == 0)
@@ -514,11 +525,7 @@ class PodSupervisor(threading.Thread):
             start_new_session=True, cwd="/")
         log.close()
         self._pid_file(container).write_text(str(container.process.pid))
-        container.launch = spec
-        container.started_at = time.monotonic()
-        container.next_probe = container.started_at + _initial_delay(spec.readiness)
-        container.state = {"running": {"startedAt": now()}}
-        container.ready = not container.init and spec.readiness.kind == "none"
+        container.running(spec)
         logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
                     container.process.pid)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from devcluster.cluster import SimulatedCluster
 from devcluster.controlplane import ensure_tool
 from manager.kube import Kube
 
-_SESSION: dict[str, object] = {"version": None}
+_SESSION: dict[str, object] = {"version": None, "started": time.monotonic()}
 
 
 @dataclass(frozen=True)
@@ -134,3 +135,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"simulated cluster: kube-apiserver {_SESSION['version']}; "
             f"{len(reports)} tests ran against it"
         )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With DISRUPTION_RESULTS=PATH (`make bench-disruption`), a session that passed writes the
+    figures its disruption scenarios measured to PATH (tests/disruption/figures.py)."""
+    path = os.environ.get("DISRUPTION_RESULTS")
+    if not path:
+        return
+    # Imported only when asked for: it imports the integration suite's conftest.
+    from manager import versions  # noqa: PLC0415
+    from tests.disruption import figures  # noqa: PLC0415
+
+    if exitstatus != 0 or not figures.FIGURES:
+        print(f"\n{path} not written: "
+              + ("the session did not pass" if exitstatus != 0 else "no scenario measured"))
+        return
+    figures.write_results(Path(path), kube_version=str(_SESSION["version"]
+                                                       or versions.KUBE_VERSION),
+                          tests=session.testscollected - session.testsfailed,
+                          seconds=time.monotonic() - float(str(_SESSION["started"])))
+    print(f"\n{path}: the figures of {len(figures.FIGURES)} scenarios")

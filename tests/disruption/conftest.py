@@ -5,44 +5,40 @@ disrupts it and waits until it has recovered): the operator runs in-process
 (tests/integration's OperatorThread), the operand really runs (the pod runner), and each
 module sets how many webhook replicas it wants (`WEBHOOK_REPLICAS` in the module).
 
-During each scenario three samplers run (tests/samplers.py and `Recovery` below):
-- AdmissionSampler: a dry-run SecretStore create through the webhook every 200 ms;
-- SyncSampler: the synced Secret must never be deleted or lose its key; with the
-  ExternalSecret refreshed every second, `Recovery` also records the longest time during which
-  its `status.refreshTime` did not move (a sync gap: the controller was not syncing);
-- `Recovery`: the ESC's Ready condition, and when every operand Deployment is whole again.
-
-A scenario ends when every operand Deployment is whole (its wanted replicas updated and
-available, no pod terminating), the ESC is Ready and the controller has synced since then;
-refusals in a 1 s tail after that count too. No synced Secret may ever be harmed; how many
+During each scenario the samplers run and the figures are taken as
+tests/disruption/figures.py says (`measure`): refused admissions, harm to the synced Secret,
+sync gaps, Ready not True, whole again. No synced Secret may ever be harmed; how many
 admissions may be refused is each test's to say (zero with two webhook replicas).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from manager.kube import ApiError, Kube
+from manager.kube import Kube
 from manager.operator import OperatorOptions
 from tests.conftest import Cluster
+from tests.disruption import figures
+from tests.disruption.figures import (  # re-exported for the test modules
+    FIGURES,
+    Figures,
+    Watched,
+    admissions_refused,
+    measure,
+)
 from tests.integration import conftest as integration
 from tests.integration.conftest import (
     EscHandle,
     OperatorThread,
     remove_operand_webhooks,
-    wait_condition,
 )
 from tests.operand import remove_operand
-from tests.samplers import AdmissionFigures, AdmissionSampler, SyncSampler
 from tests.waiting import eventually
 
 # The integration suite's fixtures, registered here too.
@@ -59,8 +55,7 @@ EXTERNAL_SECRETS = f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/ex
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 WEBHOOK_SELECTOR = "app.kubernetes.io/name=external-secrets-webhook"
-TAIL_SECONDS = 1.0
-SAMPLE_INTERVAL = 0.05  # finer than the day-2 sampler: a disruption's window can be short
+__all__ = ["FIGURES", "Figures", "admissions_refused"]
 
 
 @dataclass
@@ -74,133 +69,19 @@ class Stack:
     webhook_replicas: int
 
 
-# --- watching recovery ------------------------------------------------------------------------
+# --- the operand's state and one scenario -----------------------------------------------------
 
 
-@dataclass
-class Recovery:
-    """Polls the ESC's Ready condition and the ExternalSecret's refreshTime every `interval`."""
-
-    kube: Kube
-    esc: EscHandle
-    interval: float = 0.2
-    not_ready: float = 0.0
-    """Seconds during which Ready was not True."""
-    last_not_ready: float | None = None
-    """When (time.monotonic) Ready was last seen not True."""
-    longest_sync_gap: float = 0.0
-    """Longest time the ExternalSecret's refreshTime did not advance (1 s refresh interval)."""
-    sync_after: float = float("inf")
-    """A moment (time.time): `synced()` waits for a refresh whose refreshTime (whole seconds)
-    is later, so written by a controller that runs now."""
-    synced_again: float | None = None
-    """When (time.monotonic) the first refresh after `sync_after` was seen."""
-    _refresh: tuple[str, float] = ("", 0.0)
-    _task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Recovery:
-        self._refresh = (await self._refresh_time(), time.monotonic())
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._note_sync(await self._refresh_time(), time.monotonic())
-
-    async def _refresh_time(self) -> str:
-        found = await self.kube.get(f"{EXTERNAL_SECRETS}/{SYNCED}")
-        return str(((found or {}).get("status") or {}).get("refreshTime") or "")
-
-    def _note_sync(self, refreshed: str, now: float) -> None:
-        last, since = self._refresh
-        self.longest_sync_gap = max(self.longest_sync_gap, now - since)
-        if refreshed != last:
-            self._refresh = (refreshed, now)
-            if self.synced_again is None and refreshed and datetime.fromisoformat(
-                    refreshed.replace("Z", "+00:00")).timestamp() > self.sync_after:
-                self.synced_again = now
-
-    async def synced_from_now(self, timeout: float = 60.0) -> None:
-        """Wait until the controller has written a refresh after this moment: the longest sync
-        gap then covers the whole stall (a replaced controller waits for the lease)."""
-        self.sync_after, self.synced_again = time.time(), None
-
-        async def refreshed() -> None:
-            assert self.synced_again is not None, "no sync since the stack was whole"
-
-        await eventually(refreshed, timeout, what="a sync after the disruption")
-
-    async def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                await self._poll(started)
-            except ApiError as error:  # the API server itself is down: nothing to read
-                if not error.transient:
-                    raise
-            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
-
-    async def _poll(self, started: float) -> None:
-        ready = await self.esc.condition("Ready")
-        if ready is None or ready["status"] != "True":
-            self.not_ready += self.interval
-            self.last_not_ready = started
-        self._note_sync(await self._refresh_time(), time.monotonic())
-
-
-@dataclass
-class Figures:
-    """What one scenario measured (printed, and collected for docs/resilience.md)."""
-
-    scenario: str
-    admissions: AdmissionFigures
-    harm: list[str]
-    not_ready: float
-    sync_gap: float
-    whole_after: float
-    """Seconds from the disruption to every Deployment whole again and Ready=True."""
-    notes: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return (f"{self.scenario}: {self.admissions}; synced Secret harmed {len(self.harm)}x; "
-                f"longest sync gap {self.sync_gap:.1f} s; Ready not True for "
-                f"{self.not_ready:.1f} s; whole again after {self.whole_after:.1f} s"
-                + (f" ({'; '.join(self.notes)})" if self.notes else ""))
-
-
-FIGURES: list[Figures] = []
-
-
-def admissions_refused() -> int:
-    """Admissions refused during the scenario that just ended."""
-    return FIGURES[-1].admissions.refused
-
-
-# --- the operand's state ----------------------------------------------------------------------
+def watched(stack: Stack) -> Watched:
+    return Watched(stack.kube, stack.esc, NAMESPACE, USER_NAMESPACE, SYNCED, SYNCED)
 
 
 async def deployments_whole(kube: Kube) -> None:
-    """Every operand Deployment runs exactly its wanted replicas, all updated and available,
-    and no old pod is left (terminating pods count in status.replicas)."""
-    for deployment in (await kube.list(DEPLOYMENTS))["items"]:
-        name, status = deployment["metadata"]["name"], deployment.get("status") or {}
-        if name == "bitwarden-sdk-server":
-            continue
-        wanted = deployment["spec"]["replicas"]
-        assert status.get("observedGeneration") == deployment["metadata"]["generation"], name
-        for key in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas"):
-            assert status.get(key) == wanted, f"{name}: {key} {status.get(key)} != {wanted}"
-    pods = (await kube.list(PODS))["items"]
-    terminating = [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
-    assert not terminating, f"pods still terminating: {terminating}"
+    await figures.deployments_whole(kube, NAMESPACE)
 
 
 async def wait_whole(stack: Stack, timeout: float = 90.0) -> None:
-    await eventually(lambda: deployments_whole(stack.kube), timeout, what="the operand whole")
-    await wait_condition(stack.esc, "Ready", "True", timeout=timeout)
+    await figures.wait_whole(watched(stack), timeout)
 
 
 async def pods(kube: Kube, selector: str) -> list[dict[str, Any]]:
@@ -208,34 +89,9 @@ async def pods(kube: Kube, selector: str) -> list[dict[str, Any]]:
     return [p for p in listing["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-# --- one scenario -----------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def measured(stack: Stack, scenario: str) -> AsyncIterator[list[str]]:
-    """Run the body (the disruption) with every sampler running, then wait until the stack is
-    whole again; record the figures. Yields a list the body may add notes to."""
-    sync = SyncSampler(stack.kube, USER_NAMESPACE, SYNCED, "k")
-    await sync.start()
-    notes: list[str] = []
-    try:
-        async with AdmissionSampler(stack.kube, USER_NAMESPACE, interval=SAMPLE_INTERVAL,
-                                    ) as admissions, Recovery(stack.kube, stack.esc) as recovery:
-            started = time.monotonic()
-            yield notes
-            await wait_whole(stack)
-            whole = time.monotonic() - started
-            await recovery.synced_from_now()
-            await asyncio.sleep(TAIL_SECONDS)  # refusals right after "whole" count too
-    except BaseException:
-        await sync.discard()
-        raise
-    await sync.stop()
-    figures = Figures(scenario, admissions.figures, list(sync.harm), recovery.not_ready,
-                      recovery.longest_sync_gap, whole, notes)
-    FIGURES.append(figures)
-    print(f"\nFIGURES {figures}")
-    assert not figures.harm, figures.harm
+def measured(stack: Stack, scenario: str) -> contextlib.AbstractAsyncContextManager[list[str]]:
+    """The disruption in the body, measured (tests/disruption/figures.py: `measure`)."""
+    return measure(watched(stack), scenario)
 
 
 # --- the installed stack, once per module -----------------------------------------------------

@@ -29,6 +29,11 @@ PROCESSES = {
                         "app.kubernetes.io/name=external-secrets-cert-controller"),
 }
 KILLED_EXIT_CODE = 128 + signal.SIGKILL  # as a container runtime reports a SIGKILLed process
+ROLL_BY_ANNOTATION = ("a change that rolls every Deployment: an annotation "
+                      "(`controllerConfig.annotations`)")
+ROLL_BY_RESOURCES = ("a change that rolls every Deployment: a resource change "
+                     "(`appConfig.resources`)")
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
 
 
 def _status(pod: dict[str, Any], container: str) -> dict[str, Any]:
@@ -123,3 +128,24 @@ async def roll_every_deployment(stack: Stack) -> dict[str, str]:
 
     result: dict[str, str] = await eventually(rolled, 30, what="every template annotated")
     return result
+
+
+async def change_resources(stack: Stack) -> str:
+    """A new memory request for every operand container (`appConfig.resources`): every
+    Deployment rolls. Returns the request set."""
+    esc = await stack.esc.get()
+    current = (((esc["spec"].get("appConfig") or {}).get("resources") or {})
+               .get("requests") or {}).get("memory")
+    memory = "72Mi" if current == "64Mi" else "64Mi"
+    await stack.esc.patch_spec({"appConfig": {"resources": {
+        "requests": {"cpu": "10m", "memory": memory}}}})
+
+    async def changed() -> None:
+        for deployment in (await stack.kube.list(DEPLOYMENTS))["items"]:
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                requests = (container.get("resources") or {}).get("requests") or {}
+                assert requests.get("memory") == memory, (
+                    f"{deployment['metadata']['name']}/{container['name']}: {requests}")
+
+    await eventually(changed, 30, what=f"every container to request {memory}")
+    return memory

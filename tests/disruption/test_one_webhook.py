@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tests.disruption.conftest import NAMESPACE, WEBHOOK_SELECTOR, Stack, measured, pods
 from tests.disruption.scenarios import (
+    ROLL_BY_ANNOTATION,
     drain_webhook_node,
     kill_process,
     restarted_as_a_kubelet_would,
@@ -23,7 +24,7 @@ async def test_no_budget_for_one_replica(stack: Stack) -> None:
 
 
 async def test_draining_the_node_of_the_webhook(stack: Stack) -> None:
-    async with measured(stack, "drain the node of the webhook pod (1 replica)") as notes:
+    async with measured(stack, "`kubectl drain` of the webhook's node") as notes:
         node = await drain_webhook_node(stack, notes)
     try:
         webhooks = await pods(stack.kube, WEBHOOK_SELECTOR)
@@ -34,12 +35,12 @@ async def test_draining_the_node_of_the_webhook(stack: Stack) -> None:
 
 
 async def test_sigkill_of_the_webhook_process(stack: Stack) -> None:
-    async with measured(stack, "SIGKILL the webhook process (1 replica)") as notes:
+    async with measured(stack, "SIGKILL of the webhook process") as notes:
         before = await kill_process(stack, "webhook")
         seconds = await restarted_as_a_kubelet_would(stack, before, "webhook", has_probe=True)
         notes.append(f"the pod not Ready for {seconds:.1f} s")
 
 
 async def test_rolling_every_deployment(stack: Stack) -> None:
-    async with measured(stack, "roll every Deployment (an ESC annotation, 1 webhook)"):
+    async with measured(stack, ROLL_BY_ANNOTATION):
         await roll_every_deployment(stack)

@@ -21,6 +21,9 @@ from tests.disruption.conftest import (
 )
 from tests.disruption.scenarios import (
     PROCESSES,
+    ROLL_BY_ANNOTATION,
+    ROLL_BY_RESOURCES,
+    change_resources,
     drain_webhook_node,
     kill_process,
     restarted_as_a_kubelet_would,
@@ -46,7 +49,7 @@ async def test_the_budget_is_filled_by_the_disruption_controller(stack: Stack) -
 
 
 async def test_draining_the_node_of_a_webhook(stack: Stack) -> None:
-    async with measured(stack, "drain the node of a webhook pod (2 replicas)") as notes:
+    async with measured(stack, "`kubectl drain` of the node holding a webhook pod") as notes:
         node = await drain_webhook_node(stack, notes)
     assert admissions_refused() == 0
     try:
@@ -72,14 +75,15 @@ async def test_draining_the_node_of_a_webhook(stack: Stack) -> None:
 async def test_an_eviction_beyond_the_budget_is_refused(stack: Stack) -> None:
     """Both webhook pods evicted at once: the budget lets one go and refuses the other (429)
     until the first one's replacement is Ready, as kubectl drain then retries."""
-    async with measured(stack, "evict both webhook pods at once (2 replicas)") as notes:
+    async with measured(stack, "both webhook pods evicted at once") as notes:
         first, second = [p["metadata"]["name"] for p in await pods(stack.kube, WEBHOOK_SELECTOR)]
         await evict(stack, first)
         with pytest.raises(ApiError) as refused:
             await evict(stack, second)
         assert refused.value.status == 429, refused.value
         assert "disruption budget" in refused.value.message, refused.value.message
-        notes.append("second eviction: 429")
+        notes.append("the second eviction answered 429 until the first one's replacement was "
+                     "Ready")
 
         async def evicted() -> None:
             await evict(stack, second)
@@ -97,14 +101,14 @@ async def evict(stack: Stack, pod: str) -> None:
 async def test_sigkill_of_a_webhook_process(stack: Stack) -> None:
     """No bound on refusals: a request in flight on the killed process, or sent to it before
     its endpoint is gone, is refused whatever the rendering (docs/resilience.md)."""
-    async with measured(stack, "SIGKILL one webhook process (2 replicas)") as notes:
+    async with measured(stack, "SIGKILL of one webhook process") as notes:
         before = await kill_process(stack, "webhook")
         seconds = await restarted_as_a_kubelet_would(stack, before, "webhook", has_probe=True)
         notes.append(f"that pod not Ready for {seconds:.1f} s")
 
 
 async def test_sigkill_of_the_controller_process(stack: Stack) -> None:
-    async with measured(stack, "SIGKILL the controller process") as notes:
+    async with measured(stack, "SIGKILL of the controller process") as notes:
         before = await kill_process(stack, "controller")
         await restarted_as_a_kubelet_would(stack, before, PROCESSES["controller"][0],
                                            has_probe=False)
@@ -113,7 +117,7 @@ async def test_sigkill_of_the_controller_process(stack: Stack) -> None:
 
 
 async def test_sigkill_of_the_cert_controller_process(stack: Stack) -> None:
-    async with measured(stack, "SIGKILL the cert-controller process") as notes:
+    async with measured(stack, "SIGKILL of the cert-controller process") as notes:
         before = await kill_process(stack, "cert-controller")
         seconds = await restarted_as_a_kubelet_would(stack, before, "cert-controller",
                                                      has_probe=True)
@@ -123,8 +127,18 @@ async def test_sigkill_of_the_cert_controller_process(stack: Stack) -> None:
 
 async def test_rolling_every_deployment(stack: Stack) -> None:
     before = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
-    async with measured(stack, "roll every Deployment (an ESC annotation, 2 webhooks)"):
+    async with measured(stack, ROLL_BY_ANNOTATION):
         await roll_every_deployment(stack)
+    assert admissions_refused() == 0
+    after = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
+    assert not before & after, "a pod was not replaced"
+
+
+async def test_a_resource_change_rolls_every_deployment(stack: Stack) -> None:
+    before = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
+    async with measured(stack, ROLL_BY_RESOURCES) as notes:
+        memory = await change_resources(stack)
+        notes.append(f"memory request {memory}")
     assert admissions_refused() == 0
     after = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
     assert not before & after, "a pod was not replaced"
@@ -140,10 +154,11 @@ async def test_a_kube_apiserver_restart(stack: Stack) -> None:
     before = {p["metadata"]["uid"] for p in (await stack.kube.list(PODS))["items"]}
     restarts = await restart_counts(stack)
     processes = running_processes(stack)
-    async with measured(stack, "kube-apiserver restarted, down 2 s (2 webhooks)") as notes:
+    async with measured(stack, "kube-apiserver stopped, down 2 s, started again") as notes:
         started = time.monotonic()
         await asyncio.to_thread(plane.restart_apiserver, 2.0, 1.0)
-        notes.append(f"serving again after {time.monotonic() - started:.1f} s")
+        notes.append(f"serving again after {time.monotonic() - started:.1f} s; Ready "
+                     "unreadable while it was down")
     answers = FIGURES[-1].admissions.answers
     by_webhook = sum(n for answer, n in answers.items() if "calling webhook" in answer)
     restarted = {name: count - restarts.get(name, 0)

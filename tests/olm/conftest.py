@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -32,9 +33,14 @@ from devcluster import images as image_map
 from devcluster.cluster import SimulatedCluster
 from manager.kube import Kube
 from manager.olm import identity
+from manager.paths import REPO_ROOT
+from tests.disruption.figures import Watched
+from tests.integration.conftest import EscHandle
 from tests.upgrade import test_upgrade as scenario
 from tests.upgrade.test_upgrade import (
     ESC_PATH,
+    SYNCED,
+    USER_EXTERNAL_SECRET,
     create_user_objects,
     ready_for_current_generation,
     script,
@@ -58,6 +64,12 @@ ESC_SPEC: dict[str, Any] = {**scenario.ESC_SPEC, "appConfig": {
     if key != "bitwardenSecretManagerProvider"}}
 
 
+@dataclass(frozen=True)
+class Catalog:
+    releases: list[catalog.Release]
+    directory: Path
+
+
 @dataclass
 class OlmCluster:
     """A simulated cluster with OLM, and what a test does with it as an administrator."""
@@ -68,6 +80,7 @@ class OlmCluster:
     marks: dict[str, float] = field(default_factory=dict)
     user_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     _releases: dict[Path, catalog.Release] = field(default_factory=dict)
+    _environments: dict[Path, Path] = field(default_factory=dict)
     _catalogs: int = 0
 
     def mark(self, event: str) -> None:
@@ -81,21 +94,56 @@ class OlmCluster:
 
     async def publish(self, *sources: Path) -> list[catalog.Release]:
         """Serve a catalog of the releases in `sources` (oldest first)."""
+        built = await self.build_catalog(*sources)
+        await self.serve(built)
+        return built.releases
+
+    async def build_catalog(self, *sources: Path) -> Catalog:
+        """A catalog of the releases in `sources` (oldest first), not served yet (what
+        building a catalog image is: no cluster sees it)."""
         releases = [await asyncio.to_thread(self._release, source) for source in sources]
         self._catalogs += 1
         directory = self.workdir / "catalogs" / str(self._catalogs)
         _, opm_bin = olm.binaries()
         await asyncio.to_thread(catalog.write, releases, directory, opm_bin / "opm")
-        image_map.add(self.simulated.images_file, catalog.images(releases))
+        return Catalog(releases, directory)
+
+    async def serve(self, built: Catalog) -> None:
+        """Serve `built` in place of the catalog served so far (a new catalog image)."""
+        image_map.add(self.simulated.images_file, catalog.images(built.releases))
         await asyncio.to_thread(olm.publish, self.simulated.api, self.simulated.workdir,
-                                directory)
-        return releases
+                                built.directory)
+
+    async def rebuilt(self, version: str, operand_image: str | None = None) -> Path:
+        """A release built from the current tree at `version` (devcluster/catalog.py
+        `rebuild`): the next release after the current one, where the code does not change."""
+        directory = self.workdir / "rebuilt" / version
+        await asyncio.to_thread(catalog.rebuild, REPO_ROOT, directory, version, operand_image)
+        self._environments[directory] = Path(sys.prefix)  # the current tree's dependencies
+        return directory
+
+    def release(self, source: Path) -> catalog.Release:
+        """The release of `source` as a catalog built before holds it."""
+        return self._releases[source]
 
     def _release(self, source: Path) -> catalog.Release:
         if source not in self._releases:
             directory = self.workdir / "bundles" / str(len(self._releases))
-            self._releases[source] = catalog.prepare(source, directory)
+            self._releases[source] = catalog.prepare(source, directory,
+                                                     self._environments.get(source))
         return self._releases[source]
+
+    async def operator_passed(self, release: catalog.Release, timeout: float = 60.0) -> None:
+        """Until the operator of `release` has logged a finished pass over the operand."""
+        async def passed() -> None:
+            assert "action=pass" in self.operator_log(release), f"{release.name}: no pass yet"
+
+        await eventually(passed, timeout, what=f"a pass of {release.name}'s operator")
+
+    def watched(self) -> Watched:
+        """The operand and the user's synced secret, as the disruption samplers watch them."""
+        return Watched(self.kube, EscHandle(self.kube), OPERAND_NAMESPACE, OPERAND_NAMESPACE,
+                       USER_EXTERNAL_SECRET, SYNCED)
 
     async def subscribe(self, release: catalog.Release) -> None:
         """What an administrator applies: the namespace, an OperatorGroup for all

@@ -15,18 +15,51 @@ entry that replaces the previous one, with a skipRange), as a new catalog image 
   still following its store;
 - the ExternalSecretsConfig stays, or returns to, Ready=True for its generation.
 
-Run with `-s` to see the timeline and the checks.
+The admission and sync samplers of the disruption suite (tests/disruption/figures.py) run
+around each upgrade, which ends when the operand is whole and the ESC Ready again: refused
+admissions, the sync gap, how long Ready was not True. The OLM upgrade from the previous
+release cannot run two webhook replicas (the previous release has no setting for them), so
+two more upgrades follow on the same cluster, with two webhook replicas and their
+PodDisruptionBudget, each to a release rebuilt from the current tree at a higher version
+(devcluster/catalog.py `rebuild`), so both are real OLM upgrades that replace the operator's
+pod: one where no operand Deployment changes (only the version differs), and one whose CSV
+names a rebuilt operand image (by digest), so every operand Deployment rolls. With two
+replicas no admission may be refused.
+
+Run with `-s` to see the timeline, the checks and the figures.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from devcluster import catalog
+from manager import __version__, versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.olm.conftest import CSVS, ESC_SPEC, FIELD_MANAGER, NAMESPACE, SUBSCRIPTION, OlmCluster
-from tests.upgrade.snapshot import Renderings, judge, release_environment, render_release
+from tests.disruption.figures import admissions_refused, measure
+from tests.olm.conftest import (
+    CSVS,
+    ESC_SPEC,
+    FIELD_MANAGER,
+    NAMESPACE,
+    OPERAND_NAMESPACE,
+    SUBSCRIPTION,
+    Catalog,
+    OlmCluster,
+)
+from tests.upgrade.snapshot import (
+    Renderings,
+    judge,
+    release_environment,
+    render_release,
+    take_snapshot,
+)
 from tests.upgrade.test_upgrade import (
     ESC_PATH,
     ESM_PATH,
@@ -41,6 +74,18 @@ from tests.waiting import eventually
 
 STORE = "/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores/team-store"
 OPERATOR_DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{identity.DEPLOYMENT}"
+OPERAND_PODS = f"/api/v1/namespaces/{OPERAND_NAMESPACE}/pods"
+WEBHOOK_BUDGET = (f"/apis/policy/v1/namespaces/{OPERAND_NAMESPACE}/poddisruptionbudgets/"
+                  "external-secrets-webhook")
+# The releases after the current one, rebuilt from its tree: higher versions (semver
+# pre-releases of the next patch), never published anywhere.
+_MAJOR, _MINOR, _PATCH = (int(part) for part in __version__.split("-")[0].split("."))
+NEXT_VERSION = f"{_MAJOR}.{_MINOR}.{_PATCH + 1}-rebuild.1"
+NEXT_ROLLING_VERSION = f"{_MAJOR}.{_MINOR}.{_PATCH + 1}-rebuild.2"
+# A rebuilt operand image: the pinned one, pinned by a digest (the simulated cluster runs an
+# image by its repository, so the same binary runs; the pod templates change).
+REBUILT_OPERAND_IMAGE = (f"{versions.EXTERNAL_SECRETS_IMAGE}@sha256:"
+                         f"{hashlib.sha256(b'a rebuilt operand image').hexdigest()}")
 
 
 def ready(esc: dict[str, Any]) -> dict[str, Any]:
@@ -72,20 +117,15 @@ async def test_olm_upgrades_the_previous_release_in_place(
             esc_before = await kube.request("GET", ESC_PATH)
             deployment_before = await kube.request("GET", OPERATOR_DEPLOYMENT)
 
-            # The catalog gains the current release.
-            [_, current] = await cluster.publish(previous_source, REPO_ROOT)
-            cluster.mark(f"catalog served: {previous.name}, {current.name}")
-            csv = await cluster.succeeded(current)
-            cluster.mark(f"CSV {current.name} Succeeded")
-            assert csv["spec"]["replaces"] == previous.name, csv["spec"].get("replaces")
-
-            async def previous_csv_gone() -> None:
-                assert await kube.get(f"{CSVS}/{previous.name}") is None, "still there"
-
-            await eventually(previous_csv_gone, 120, what=f"OLM to delete CSV {previous.name}")
-            cluster.mark(f"CSV {previous.name} deleted")
-            subscription = await kube.request("GET", SUBSCRIPTION)
-            assert subscription["status"]["state"] == "AtLatestKnown", subscription["status"]
+            # The catalog gains the current release; the samplers watch the upgrade.
+            upgrade = await cluster.build_catalog(previous_source, REPO_ROOT)
+            current = upgrade.releases[-1]
+            async with measure(cluster.watched(), f"OLM upgrade from the previous release "
+                               f"({tag}) to the current one ({identity.OPERATOR_VERSION}): "
+                               "operator pod replaced, the webhook Deployment rolls") as notes:
+                await upgrade_through_olm(cluster, previous, current, upgrade, notes)
+                notes.append(f"{tag} has no webhook replicas setting: one replica")
+            print(f"FIGURES   1 replica: measured, not bounded; {admissions_refused()} refused")
             esc_after = await ready_for_current_generation(kube)
             cluster.mark("ExternalSecretsConfig Ready=True after the upgrade")
             after = await settled(kube)
@@ -133,3 +173,128 @@ async def test_olm_upgrades_the_previous_release_in_place(
               "follows its store after the upgrade")
     finally:
         await sampler.discard()
+
+
+async def upgrade_through_olm(cluster: OlmCluster, previous: catalog.Release,
+                              release: catalog.Release, built: Catalog, notes: list[str]) -> None:
+    """Serve `built` (a catalog that adds `release`), then until OLM has replaced `previous`
+    by `release` and `release`'s operator has finished a pass over the operand."""
+    kube = cluster.kube
+    started = time.monotonic()
+    await cluster.serve(built)
+    cluster.mark(f"catalog served: {', '.join(r.name for r in built.releases)}")
+    csv = await cluster.succeeded(release)
+    cluster.mark(f"CSV {release.name} Succeeded")
+    notes.append(f"CSV Succeeded after {time.monotonic() - started:.1f} s")
+    assert csv["spec"]["replaces"] == previous.name, csv["spec"].get("replaces")
+
+    async def previous_csv_gone() -> None:
+        assert await kube.get(f"{CSVS}/{previous.name}") is None, "still there"
+
+    await eventually(previous_csv_gone, 120, what=f"OLM to delete CSV {previous.name}")
+    cluster.mark(f"CSV {previous.name} deleted")
+    subscription = await kube.request("GET", SUBSCRIPTION)
+    assert subscription["status"]["state"] == "AtLatestKnown", subscription["status"]
+    assert subscription["status"]["installedCSV"] == release.name, subscription["status"]
+    await cluster.operator_passed(release)
+    cluster.mark(f"{release.name}'s operator passed")
+
+
+async def installed(cluster: OlmCluster, source: Path) -> catalog.Release:
+    """The release of `source`, installed by the test before (the tests of this module run
+    in order, on one cluster)."""
+    subscription = await cluster.kube.request("GET", SUBSCRIPTION)
+    installed_csv = (subscription.get("status") or {}).get("installedCSV")
+    try:
+        release = cluster.release(source)
+    except KeyError:
+        release = None
+    if release is None or installed_csv != release.name:
+        pytest.fail(f"needs the release of {source} installed by the test before "
+                    f"(installed: {installed_csv})", pytrace=False)
+    return release
+
+
+async def two_webhook_replicas(cluster: OlmCluster) -> None:
+    """componentConfigs: two webhook replicas, and so their PodDisruptionBudget
+    (maxUnavailable 1), as the disruption suite configures them; until the disruption
+    controller allows one disruption."""
+    watched = cluster.watched()
+    await watched.esc.patch_spec({"controllerConfig": {"componentConfigs": [
+        {"componentName": "Webhook", "deploymentConfigs": {"replicas": 2}}]}})
+
+    async def budget_filled() -> None:
+        budget = await cluster.kube.get(WEBHOOK_BUDGET)
+        assert budget is not None, "no PodDisruptionBudget yet"
+        status = budget.get("status") or {}
+        assert status.get("expectedPods") == 2, status
+        assert status.get("disruptionsAllowed") == 1, status
+
+    await eventually(budget_filled, 90, what="the webhook's budget to allow one disruption")
+    await ready_for_current_generation(cluster.kube)
+
+
+async def operand_pods(cluster: OlmCluster) -> dict[str, str]:
+    """uid -> name of every operand pod."""
+    return {p["metadata"]["uid"]: p["metadata"]["name"]
+            for p in (await cluster.kube.list(OPERAND_PODS))["items"]}
+
+
+async def test_olm_upgrade_with_two_webhooks_where_no_deployment_changes(
+        olm_cluster: OlmCluster, previous_release: tuple[str, Path]) -> None:
+    """The current release replaced through OLM by a rebuild of it at a higher version: the
+    operator's pod is replaced, the operand's Deployments render the same and do not roll."""
+    cluster, kube = olm_cluster, olm_cluster.kube
+    current = await installed(cluster, REPO_ROOT)
+    await two_webhook_replicas(cluster)
+    cluster.mark("two webhook replicas and their budget")
+    source = await cluster.rebuilt(NEXT_VERSION)
+    built = await cluster.build_catalog(previous_release[1], REPO_ROOT, source)
+    following = built.releases[-1]
+    before = await take_snapshot(kube, OPERAND_NAMESPACE)
+    pods_before = await operand_pods(cluster)
+    operator_before = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+    async with measure(cluster.watched(), f"OLM upgrade from the current release to a rebuild "
+                       f"of it ({NEXT_VERSION}): operator pod replaced, no operand Deployment "
+                       "changes") as notes:
+        await upgrade_through_olm(cluster, current, following, built, notes)
+    print(cluster.timeline())
+    assert admissions_refused() == 0
+    after = await take_snapshot(kube, OPERAND_NAMESPACE)
+    for name, old in before.deployments.items():
+        new = after.deployments[name]
+        assert (new.uid, new.generation, new.template_hash) == (
+            old.uid, old.generation, old.template_hash), f"Deployment {name} changed"
+    assert await operand_pods(cluster) == pods_before, "an operand pod was replaced"
+    operator_after = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+    assert {p.pod for p in operator_after}.isdisjoint({p.pod for p in operator_before})
+    print(f"  checked: the operator's pod was replaced; {len(before.deployments)} Deployments "
+          f"kept their generation and template, {len(pods_before)} operand pods their uid")
+
+
+async def test_olm_upgrade_with_two_webhooks_where_every_deployment_rolls(
+        olm_cluster: OlmCluster, previous_release: tuple[str, Path]) -> None:
+    """Then a rebuild whose CSV names a rebuilt operand image (RELATED_IMAGE_EXTERNAL_SECRETS
+    by digest): the operator's pod is replaced, and every operand Deployment rolls."""
+    cluster, kube = olm_cluster, olm_cluster.kube
+    previous_source = cluster.workdir / "rebuilt" / NEXT_VERSION
+    current = await installed(cluster, previous_source)
+    source = await cluster.rebuilt(NEXT_ROLLING_VERSION, REBUILT_OPERAND_IMAGE)
+    built = await cluster.build_catalog(previous_release[1], REPO_ROOT, previous_source, source)
+    following = built.releases[-1]
+    pods_before = await operand_pods(cluster)
+    async with measure(cluster.watched(), f"OLM upgrade to a release ({NEXT_ROLLING_VERSION}) "
+                       "whose CSV names a rebuilt operand image: operator pod replaced, every "
+                       "operand Deployment rolls") as notes:
+        await upgrade_through_olm(cluster, current, following, built, notes)
+    print(cluster.timeline())
+    assert admissions_refused() == 0
+    deployments = (await kube.list(f"/apis/apps/v1/namespaces/{OPERAND_NAMESPACE}/deployments",
+                                   ))["items"]
+    images = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["image"]
+              for d in deployments}
+    assert set(images.values()) == {REBUILT_OPERAND_IMAGE}, images
+    left = set(pods_before) & set(await operand_pods(cluster))
+    assert not left, f"operand pods not replaced: {[pods_before[uid] for uid in left]}"
+    print(f"  checked: {len(images)} Deployments rolled onto the rebuilt image; none of the "
+          f"{len(pods_before)} operand pods is left")

@@ -9,6 +9,7 @@ import pytest
 
 from devcluster import images, pods
 from devcluster.runner import (
+    Container,
     Volumes,
     exit_code,
     host_paths,
@@ -194,3 +195,19 @@ def test_volumes_keep_their_files_while_the_api_server_is_down(tmp_path: Path) -
     assert volumes.refresh() is True, "written once: the container keeps running"
     assert "cannot be reached" in volumes.missing
     assert (tmp_path / "certs" / "ca.crt").read_bytes() == b"CA"
+
+
+def test_a_restarted_container_gets_the_whole_liveness_threshold_again() -> None:
+    """A process killed by its liveness probe (3 failures) starts over: one failed probe of
+    the new process must not kill it again (before, every restart died at its first probe,
+    a crash loop a kubelet does not have: the OLM upgrade to a rebuilt release found it)."""
+    spec = launch({"name": "c", "image": "x", "livenessProbe": {
+        "httpGet": {"path": "/healthz", "port": 8081}, "initialDelaySeconds": 15}})
+    container = Container({"name": "c"})
+    container.running(spec)
+    first = container.started_at
+    container.liveness_failures = spec.liveness.failure_threshold  # killed for it
+    container.running(spec)
+    assert container.liveness_failures == 0
+    assert "running" in container.state
+    assert container.started_at >= first  # the liveness delay counts from the new start

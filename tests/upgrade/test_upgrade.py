@@ -249,7 +249,7 @@ def user_objects() -> list[tuple[str, dict[str, Any]]]:
           "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}}}),
         (f"/apis/external-secrets.io/v1{base}/externalsecrets",
          {"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-          "metadata": {"name": "team-secret"},
+          "metadata": {"name": USER_EXTERNAL_SECRET},
           "spec": {"secretStoreRef": {"name": "team-store", "kind": "SecretStore"},
                    "refreshInterval": "2s", "target": {"name": SYNCED},
                    "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]}}),
@@ -257,6 +257,7 @@ def user_objects() -> list[tuple[str, dict[str, Any]]]:
 
 
 SYNCED = "team-synced"
+USER_EXTERNAL_SECRET = "team-secret"  # writes SYNCED every 2 s
 SYNCED_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/{SYNCED}"
 
 
