@@ -158,6 +158,28 @@ class Kube:
         """One request; the decoded JSON response (`{}` when empty). Raises ApiError.
         `expected`: statuses the caller takes as an answer (404 for "does it exist?"), which
         the error metric does not count."""
+        data = await self._body(method, path, query=query, body=body,
+                                content_type=content_type, accept=accept, timeout=timeout,
+                                expected=expected)
+        if not data:
+            return {}
+        decoded: JsonObject = json.loads(data)
+        return decoded
+
+    async def text(self, path: str, *, query: Mapping[str, str] | None = None,
+                   timeout: float = REQUEST_TIMEOUT_SECONDS) -> str:
+        """The body of a GET that answers text, not JSON (a pod's log, metrics through the
+        API server's proxy). Raises ApiError."""
+        data = await self._body("GET", path, query=query, body=None,
+                                content_type="application/json", accept="*/*",
+                                timeout=timeout, expected=frozenset())
+        return data.decode(errors="replace")
+
+    async def _body(self, method: str, path: str, *, query: Mapping[str, str] | None,
+                    body: object, content_type: str, accept: str, timeout: float,
+                    expected: frozenset[int]) -> bytes:
+        """The raw body of a 2xx answer; any other answer or a broken connection raises
+        ApiError (counted by the error metric unless `expected`)."""
         response = await self._send(method, path, query=query, body=body,
                                     content_type=content_type, accept=accept,
                                     timeout=aiohttp.ClientTimeout(total=timeout))
@@ -172,29 +194,7 @@ class Kube:
             if response.status not in expected:
                 metrics.record_error(response.status)
             raise _api_error(response.status, data, method, path)
-        if not data:
-            return {}
-        decoded: JsonObject = json.loads(data)
-        return decoded
-
-    async def text(self, path: str, *, query: Mapping[str, str] | None = None,
-                   timeout: float = REQUEST_TIMEOUT_SECONDS) -> str:
-        """The body of a GET that answers text, not JSON (a pod's log, metrics through the
-        API server's proxy). Raises ApiError."""
-        response = await self._send("GET", path, query=query, body=None,
-                                    content_type="application/json", accept="*/*",
-                                    timeout=aiohttp.ClientTimeout(total=timeout))
-        try:
-            async with response:
-                data = await response.read()
-        except (TimeoutError, aiohttp.ClientError, OSError) as error:
-            metrics.record_error(0)
-            raise ApiError(0, type(error).__name__, str(error) or "connection failed",
-                           "GET", path) from error
-        if not 200 <= response.status <= 299:
-            metrics.record_error(response.status)
-            raise _api_error(response.status, data, "GET", path)
-        return data.decode(errors="replace")
+        return data
 
     async def get(self, path: str, *, accept: str = "application/json") -> JsonObject | None:
         """The object at `path`, or None if it does not exist."""
