@@ -264,16 +264,18 @@ class Gatherer:
         for pod in running:
             for container in pod["spec"].get("containers") or []:
                 for port in container.get("ports") or []:
-                    if "metrics" in port.get("name", "") or port.get("name") == "https":
-                        await self._scrape(pod, port)
+                    if "metrics" in port.get("name", ""):
+                        await self._scrape(pod, port, _serves_securely(container))
 
-    async def _scrape(self, pod: JsonObject, port: JsonObject) -> None:
+    async def _scrape(self, pod: JsonObject, port: JsonObject, secure: bool) -> None:
         name, number = pod["metadata"]["name"], port["containerPort"]
-        scheme = "https:" if "https" in port.get("name", "") or number == 8443 else ""
         path = f"namespaces/{pod['metadata']['namespace']}/metrics/{name}-{number}.txt"
+        if secure:  # the proxy strips the caller's credentials: /metrics would answer 401
+            self.bundle.miss(path, SECURE_METRICS)
+            return
         text = await self._read(path, self.kube.text(
             f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/"
-            f"{scheme}{name}:{number}/proxy/metrics", timeout=10))
+            f"{name}:{number}/proxy/metrics", timeout=10))
         if text is not None:
             self.bundle.add_text(path, f"the operator's metrics (pod {name}, port {number})", text)
 
@@ -309,3 +311,15 @@ def ca_fingerprints(ca_bundle: str) -> list[str]:
 
 async def gather(kube: Kube, operator_namespace: str | None = None) -> dict[str, bytes]:
     return (await Gatherer(kube, operator_namespace).run()).files()
+
+
+SECURE_METRICS = ("served over HTTPS to allowed bearer tokens only, and the API server's pod "
+                  "proxy does not pass one on: scrape it by hand (docs/operations.md, "
+                  "\"Who may read them\")")
+
+
+def _serves_securely(container: JsonObject) -> bool:
+    """Whether the operator serves /metrics over TLS with token checks (`--metrics-secure`,
+    the Deployment's setting; `make run` and local clusters turn it off)."""
+    args = [str(arg) for arg in (container.get("args") or []) + (container.get("command") or [])]
+    return any(arg in ("--metrics-secure", "--metrics-secure=true") for arg in args)
