@@ -141,8 +141,6 @@ async def serve(options: OperatorOptions, *,
     follow_profile = _tls_follower(metrics_server)
     if metrics_server is not None:
         await metrics_server.start()
-        if elector is not None:  # a standby serves its metrics too: follow the profile now
-            await _read_tls_profile(kube, follow_profile)
 
     async def start_runtime() -> OperatorRuntime:
         runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup,
@@ -154,6 +152,8 @@ async def serve(options: OperatorOptions, *,
         """Campaign; once leading, run the runtime until the Lease is lost. A bug here must
         not leave a process that looks alive but never reconciles: it ends like a loss."""
         try:
+            if metrics_server is not None:  # a standby serves its metrics too
+                await _read_tls_profile(kube, follow_profile)
             await elector.acquire()
             holder["runtime"] = await start_runtime()
             await elector.hold()

@@ -45,7 +45,11 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
                                {"POD_NAMESPACE": "external-secrets-operator"}).start()
     try:
         await wait_condition(esc, "Ready", "True", timeout=60)
-        first, second = log_lines(log)[:2]
+        # Before the runtime's two lines only the metrics certificate's (self-signed here).
+        lines = log_lines(log)
+        runtime = next(i for i, line in enumerate(lines) if " manager.controllers.runtime " in line)
+        assert all(" action=metrics-certificate " in line for line in lines[:runtime]), lines
+        first, second = lines[runtime:runtime + 2]
         assert " INFO manager.controllers.runtime action=start " in first, first
         assert f"operandNamespace={namespace} " in first
         server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]
@@ -53,7 +57,7 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
         assert "operatorNamespace=external-secrets-operator eventsNamespace=default" in first
         assert " action=settings externalSecretsImage=" in second, second
         assert "liveness=http://127.0.0.1:" in second
-        assert " metrics=127.0.0.1:" in second, second
+        assert " metrics=https://127.0.0.1:" in second, second
 
         # Degraded: the pass and status lines are warnings, and say when the retry comes.
         await esc.patch_spec({"appConfig": {"bitwardenSecretManagerProvider": {
