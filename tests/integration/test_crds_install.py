@@ -69,6 +69,16 @@ def test_every_fetched_crd_installs_and_becomes_established(cluster: Cluster,
                                                            crd_dir: Path) -> None:
     files = sorted(crd_dir.glob("*/*.yaml"))
     names = [yaml.safe_load(path.read_text())["metadata"]["name"] for path in files]
+    try:
+        _installs_and_serves(cluster, files, names)
+    finally:  # the session's cluster is plain Kubernetes: OpenShift's config API goes again
+        openshift = [yaml.safe_load(path.read_text())["metadata"]["name"]
+                     for path in sorted((crd_dir / "openshift-config").glob("*.yaml"))]
+        cluster.kubectl("delete", "--wait=true", "--ignore-not-found",
+                        *(f"customresourcedefinition/{name}" for name in openshift))
+
+
+def _installs_and_serves(cluster: Cluster, files: list[Path], names: list[str]) -> None:
     # Server-side: several of these CRDs are larger than the client-side apply annotation limit.
     cluster.kubectl("apply", "--server-side", "--force-conflicts",
                     "--field-manager=crd-install-test", *(f"--filename={path}" for path in files))
