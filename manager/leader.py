@@ -204,16 +204,37 @@ class LeaderElector:
             return
         self.leading = False
         metrics.record_leader(False)
-        body = self._lease(released(self._seen, micro_time()))
         try:
             # A short timeout: SIGTERM must stop the operator within 2 s even when the API
             # server does not answer; the Lease then expires on its own.
-            await self.kube.request("PUT", self.path, body=body, timeout=RELEASE_TIMEOUT,
-                                    query={"fieldManager": FIELD_MANAGER})
-        except ApiError as error:  # it expires on its own after the lease duration
-            logger.warning("action=leader result=release-failed error=%r", str(error))
+            async with asyncio.timeout(RELEASE_TIMEOUT):
+                outcome = await self._release()
+        except (ApiError, TimeoutError) as error:  # it expires on its own
+            logger.warning("action=leader result=release-failed error=%r",
+                           str(error) or f"no answer within {RELEASE_TIMEOUT:g} s")
             return
-        logger.info("action=leader result=released identity=%s", self.identity)
+        logger.info("action=leader result=%s identity=%s", outcome, self.identity)
+
+    async def _release(self) -> str:
+        """Read, then free the Lease if it is still ours. The read comes first because the
+        renewal cancelled at the stop may have reached the server (its answer, with the new
+        resourceVersion, never reached us); a write racing ours makes a 409, then we read
+        again."""
+        while True:
+            lease = await self.kube.get(self.path)
+            record = None if lease is None else LeaseRecord.from_lease(lease)
+            if record is None or record.holder != self.identity:
+                return "not-held"  # taken over, or deleted: nothing of ours to free
+            self._observe(record, lease)
+            try:
+                await self.kube.request("PUT", self.path,
+                                        body=self._lease(released(record, micro_time())),
+                                        query={"fieldManager": FIELD_MANAGER})
+            except ApiError as error:
+                if error.conflict:
+                    continue
+                raise
+            return "released"
 
     # --- one attempt ----------------------------------------------------------------------
 

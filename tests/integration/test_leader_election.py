@@ -317,3 +317,28 @@ async def test_of_candidates_racing_for_the_lease_exactly_one_wins(
         assert lease["spec"]["leaseTransitions"] == 1, lease["spec"]
     finally:
         await kube.delete(LEASE_PATH)
+
+
+async def test_release_frees_the_lease_after_a_renewal_whose_answer_was_lost(
+        kube: Kube, operator_kubeconfig: Path) -> None:  # noqa: F811 (its namespace)
+    """At a SIGTERM the campaign is cancelled, possibly while a renewal is in flight: the
+    server applied it, its answer (the new resourceVersion) never arrived. Release must
+    still free the Lease, and must leave alone a Lease another candidate took meanwhile."""
+    await kube.delete(LEASE_PATH)
+    timing = LeaseTiming(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD)
+    leader = LeaderElector(kube, OPERATOR_NAMESPACE, "leader", timing)
+    shadow = LeaderElector(kube, OPERATOR_NAMESPACE, "leader", timing)  # the lost renewal
+    try:
+        await leader.acquire()
+        assert await shadow.attempt() is Attempt.HELD  # renewed behind the leader's back
+        await leader.release()
+        assert await holder(kube) == "", "the Lease is still held after the release"
+
+        await leader.acquire()
+        lease = await kube.request("GET", LEASE_PATH)
+        lease["spec"] = {**lease["spec"], "holderIdentity": "successor"}
+        await kube.request("PUT", LEASE_PATH, body=lease)
+        await leader.release()
+        assert await holder(kube) == "successor"
+    finally:
+        await kube.delete(LEASE_PATH)
