@@ -125,6 +125,9 @@ class OperatorEnvironment(_Frozen):
     no_proxy: str | None = None
     own_namespace: str | None = None
     """The namespace the operator runs in, when known (`manager.kube.own_namespace`)."""
+    operator_condition: str | None = None
+    """The OLM OperatorCondition of the operator's CSV (OPERATOR_CONDITION_NAME, which OLM
+    sets): where the upgrade gate is published (manager/controllers/upgrade_gate.py)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str],
@@ -151,6 +154,7 @@ class OperatorEnvironment(_Frozen):
             https_proxy=environ.get("HTTPS_PROXY") or None,
             no_proxy=environ.get("NO_PROXY") or None,
             own_namespace=own_namespace,
+            operator_condition=environ.get("OPERATOR_CONDITION_NAME") or None,
         )
 
 
