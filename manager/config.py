@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from manager import constants, kube_values, versions
+from manager.api import operand_flags
 from manager.api.models import (
     ApplicationConfig,
     CertManagerConfig,
@@ -124,6 +125,9 @@ class OperatorEnvironment(_Frozen):
     no_proxy: str | None = None
     own_namespace: str | None = None
     """The namespace the operator runs in, when known (`manager.kube.own_namespace`)."""
+    operator_condition: str | None = None
+    """The OLM OperatorCondition of the operator's CSV (OPERATOR_CONDITION_NAME, which OLM
+    sets): where the upgrade gate is published (manager/controllers/upgrade_gate.py)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str],
@@ -150,6 +154,7 @@ class OperatorEnvironment(_Frozen):
             https_proxy=environ.get("HTTPS_PROXY") or None,
             no_proxy=environ.get("NO_PROXY") or None,
             own_namespace=own_namespace,
+            operator_condition=environ.get("OPERATOR_CONDITION_NAME") or None,
         )
 
 
@@ -313,6 +318,9 @@ class WorkloadSettings(_Frozen):
     spread_across_nodes: bool = False
     """Add the soft topology spread across nodes (replicas > 1 and no constraints given)."""
     override_env: tuple[dict[str, Any], ...] = ()
+    override_args: tuple[str, ...] = ()
+    """componentConfigs[].overrideArgs, checked (manager/api/operand_flags.py): appended to
+    the main container's arguments."""
     resources: dict[str, Any] | None = None
     affinity: dict[str, Any] | None = None
     tolerations: list[dict[str, Any]] | None = None
@@ -386,6 +394,9 @@ class EffectiveConfig(_Frozen):
     enabled)."""
     images: Images = Images()
     versions: Versions = Versions()
+    unsupported_overrides: tuple[str, ...] = ()
+    """Each overrideArgs entry in effect, as "<field>: <flag>" (status.unsupportedOverrides;
+    they make the operator not Upgradeable)."""
     ignored_settings: tuple[str, ...] = ()
     """Settings of the spec that have no effect, each with its field and the reason
     (status.ignoredSettings)."""
@@ -495,6 +506,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         versions=_versions(env),
         hidden_global_settings=hidden_global_settings(app, glob),
         ignored_settings=ignored_budgets(esc.controller_config),
+        unsupported_overrides=unsupported_overrides(esc.controller_config),
         annotations=_annotations(esc.controller_config),
         workloads={workload: _workload(workload, esc.controller_config, app, glob)
                    for workload in WORKLOADS},
@@ -977,6 +989,7 @@ def _workload(workload: Workload, controller: ControllerConfig | None,
         disruption_budget=disruption_budget,
         spread_across_nodes=spread is None and replicas is not None and replicas > 1,
         override_env=_override_env(entry, component[1] if component else ""),
+        override_args=_override_args(entry, component[1] if component else ""),
         resources=_resources(app, glob, component),
         affinity=_affinity(app, glob, component),
         tolerations=_tolerations(app, glob, component),
@@ -996,6 +1009,24 @@ def _override_env(entry: ComponentConfig | None, path: str) -> tuple[dict[str, A
                               "appConfig.proxy; SSL_CERT_*: use appConfig.trustedCABundle) or "
                               "the platform does (HOSTNAME, KUBERNETES_*, EXTERNAL_SECRETS_*)")
     return tuple(dict(variable) for variable in variables)
+
+
+def _override_args(entry: ComponentConfig | None, path: str) -> tuple[str, ...]:
+    """The CRD's overrideArgs rules, again for `render` and objects stored before them, and
+    what CEL cannot say (a flag given twice)."""
+    args = tuple((entry.override_args if entry else None) or ())
+    for index, problem in operand_flags.problems(entry.component_name if entry else "", args):
+        raise ConfigError(f"{path}.overrideArgs[{index}]", problem)
+    return args
+
+
+def unsupported_overrides(controller: ControllerConfig | None) -> tuple[str, ...]:
+    """Every overrideArgs entry, with its field (status.unsupportedOverrides)."""
+    return tuple(f"{ESC_CONTROLLER}.componentConfigs[{index}].overrideArgs "
+                 f"({entry.component_name}): {arg}"
+                 for index, entry in enumerate((controller.component_configs if controller
+                                                else None) or [])
+                 for arg in entry.override_args or ())
 
 
 def _controller_tuning(controller: ControllerConfig | None) -> ControllerTuning:

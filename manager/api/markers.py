@@ -27,9 +27,14 @@ class Rule:
     field_path: str | None = None
     origin: str = "seed"
     note: str | None = None
+    message_expression: str | None = None
+    """A CEL expression the API server reports instead of `message` when it evaluates
+    (naming the offending value); `message` stays the fallback."""
 
     def to_schema(self) -> dict[str, str]:
         entry = {"rule": self.rule, "message": self.message}
+        if self.message_expression is not None:
+            entry["messageExpression"] = self.message_expression
         if self.reason is not None:
             entry["reason"] = self.reason
         if self.field_path is not None:

@@ -438,7 +438,7 @@ class ComponentConfig(ApiModel):
     """ComponentConfig holds the settings of one component of the operand; each overrides
     the appConfig and globalConfig setting of the same name for that component only."""
 
-    __cel_rules__ = rules.COMPONENT_CONFIG
+    __cel_rules__ = (*rules.COMPONENT_CONFIG, *rules.OVERRIDE_ARGS)
 
     component_name: ComponentName
     """componentName is the component: the controller (`ExternalSecretsCoreController`), the
@@ -459,6 +459,19 @@ class ComponentConfig(ApiModel):
     container, replacing a variable of the same name the operator sets, else added. At most
     50; the proxy and CA variables and the prefixes HOSTNAME, KUBERNETES_ and
     EXTERNAL_SECRETS_ are refused. Default: none."""
+
+    override_args: Annotated[
+        list[Annotated[str, Field(min_length=3, max_length=1024)]] | None,
+        Field(min_length=0, max_length=20),
+        Schema(list_type="atomic"),
+    ] = None
+    """overrideArgs are command-line flags added to the component's main container, for what
+    the API does not model: UNSUPPORTED (docs/operations.md, "overrideArgs (unsupported)").
+    Each is `--flag=value` with a flag of the pinned external-secrets release that the
+    operator does not render itself, and a value of the flag's type, for example
+    `--enable-flood-gate=false`; at most 20, each once. Not for BitwardenSDKServer. While any
+    is set, status.unsupportedOverrides lists them and the operator tells OLM it is not
+    Upgradeable. Default: none."""
 
     resources: Annotated[dict[str, Any] | None, Schema(core_type="ResourceRequirements")] = None
     """resources of the component's containers (core/v1 ResourceRequirements); replaces
@@ -716,6 +729,12 @@ class ExternalSecretsConfigStatus(ApiModel):
     component that runs one replica). They do not make the ExternalSecretsConfig non-Ready;
     the operator also logs a warning when the list changes. Absent when every setting is in
     effect."""
+
+    unsupported_overrides: Annotated[list[str] | None, Schema(list_type="atomic")] = None
+    """unsupportedOverrides lists the componentConfigs[].overrideArgs in effect, each as its
+    field path and the flag: an installation that runs with them is not supported, and the
+    operator reports Upgradeable False to OLM until they are removed. Absent when none is
+    set."""
 
 
 class ExternalSecretsConfig(ApiModel):

@@ -11,7 +11,9 @@ too; `patterns.cel` doubles their backslashes for CEL's string literals.
 
 from __future__ import annotations
 
-from manager.api import patterns
+from collections.abc import Callable
+
+from manager.api import operand_flags, patterns
 from manager.api.markers import Rule
 
 # --- building blocks: the patterns of manager/api/patterns.py, as CEL string literals -------
@@ -567,6 +569,75 @@ COMPONENT_CONFIG = (
         origin="added",
         note=("With manageReplicas 'false' the budget is rendered whatever the replica count; "
               "only maxUnavailable (or minAvailable 0) always allows an eviction."),
+    ),
+)
+
+# componentConfigs[].overrideArgs: the release's flags (manager/api/operand_flags.py) that the
+# operator does not render, each with a value of its type. Chosen by componentName, so one
+# rule holds each component's regular expression.
+_OVERRIDES_DOC = 'docs/operations.md, "overrideArgs (unsupported)"'
+
+
+def _by_component(expression: Callable[[str], str]) -> str:
+    """`expression(command)` of the entry's component (bitwarden has its own rule)."""
+    webhook, certcontroller, controller = (
+        expression(operand_flags.COMMANDS[name])
+        for name in ("Webhook", "CertController", "ExternalSecretsCoreController"))
+    return (f"(self.componentName == 'Webhook' ? {webhook} : "
+            f"self.componentName == 'CertController' ? {certcontroller} : {controller})")
+
+
+def _owned(command: str) -> str:
+    return f"'{patterns.cel(operand_flags.owned_pattern(command))}'"
+
+
+def _allowed(command: str) -> str:
+    return f"'{patterns.cel(operand_flags.allowed_pattern(command))}'"
+
+
+def _first_arg(condition: Callable[[str], str]) -> str:
+    return "'overrideArgs: ' + " + _by_component(
+        lambda c: f"self.overrideArgs.filter(a, {condition(c)})[0]") + " + ' '"
+
+
+def _owned_arg(command: str) -> str:
+    return f"a.matches({_owned(command)})"
+
+
+def _bad_arg(command: str) -> str:
+    return f"!a.matches({_owned(command)}) && !a.matches({_allowed(command)})"
+
+
+OVERRIDE_ARGS_MESSAGE_OWNED = (
+    "sets a flag the operator renders (it has a field or a value the rendered objects depend "
+    f"on: {_OVERRIDES_DOC}); remove it")
+OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
+    f"must be --flag=value with a flag of external-secrets {operand_flags.snapshot().version} "
+    "that the operator does not render, and a value of its type (true or false, an "
+    f"integer, a duration such as 90s: {_OVERRIDES_DOC})")
+OVERRIDE_ARGS = (
+    Rule(
+        rule=f"!has(self.overrideArgs) || self.componentName != '{operand_flags.NO_OVERRIDES}'",
+        message=(f"overrideArgs cannot be set for {operand_flags.NO_OVERRIDES}: the operator "
+                 "cannot check its flags"),
+        origin="added", note="No Go module serves bitwarden-sdk-server's source.",
+    ),
+    Rule(
+        rule="!has(self.overrideArgs) || " + _by_component(
+            lambda c: f"!self.overrideArgs.exists(a, {_owned_arg(c)})"),
+        message=f"overrideArgs {OVERRIDE_ARGS_MESSAGE_OWNED}",
+        message_expression=f"{_first_arg(_owned_arg)} + '{OVERRIDE_ARGS_MESSAGE_OWNED}'",
+        origin="added",
+        note="The Services, probes, certificates and typed fields depend on these flags.",
+    ),
+    Rule(
+        rule="!has(self.overrideArgs) || " + _by_component(
+            lambda c: f"!self.overrideArgs.exists(a, {_bad_arg(c)})"),
+        message=f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
+        message_expression=f"{_first_arg(_bad_arg)} + '{OVERRIDE_ARGS_MESSAGE_UNKNOWN}'",
+        origin="added",
+        note=("The flags are read from the pinned release's source; a flag it lacks would "
+              "stop the container at start."),
     ),
 )
 

@@ -4,9 +4,13 @@
   python -m manager generate --check                exit 1 when a committed file is stale
   python -m manager generate --refresh-core-schemas refresh manager/api/core_v1_schemas.json
                                                     from a control plane, then write
+  python -m manager generate --refresh-operand-flags refresh manager/api/operand_flags.json
+                                                    from the pinned operand's source, then write
 
 --refresh-core-schemas reads the OpenAPI of the cluster in $KUBECONFIG (`make
 refresh-core-schemas` runs it against a throw-away simulated cluster).
+--refresh-operand-flags reads the flags of external-secrets EXTERNAL_SECRETS_VERSION from its Go
+module (`go mod download`: Go and the module proxy, or the module cache).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from manager.api import artefacts, core_schemas
+from manager import versions
+from manager.api import artefacts, core_schemas, operand_flags
 from manager.paths import REPO_ROOT
 
 
@@ -36,6 +41,8 @@ def register(subparsers: Any) -> None:
                       help="write nothing; exit 1 when a generated file is missing or stale")
     mode.add_argument("--refresh-core-schemas", action="store_true",
                       help="re-extract the core/v1 schemas from a kube-apiserver first")
+    mode.add_argument("--refresh-operand-flags", action="store_true",
+                      help="re-read the operand release's flags from its source first")
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="repository root (default: %(default)s)")
     parser.set_defaults(func=run)
@@ -45,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     root: Path = args.root
     if args.refresh_core_schemas:
         path = _refresh_core_schemas()
+        print(f"refreshed {path}")
+    if args.refresh_operand_flags:
+        path = operand_flags.refresh_snapshot(versions.EXTERNAL_SECRETS_VERSION)
         print(f"refreshed {path}")
     files = artefacts.generated_files()
     if args.check:

@@ -30,6 +30,9 @@ environment variables it reads (OLM's Deployment sets them; none is required):
   OPERATOR_IMAGE_VERSION              the operator's version, for the start-up line and the
                                       ExternalSecretsManager it creates
   POD_NAMESPACE                       the operator's own namespace (the operand may not use it)
+  OPERATOR_CONDITION_NAME             OLM's OperatorCondition for the operator's CSV (OLM sets
+                                      it), in POD_NAMESPACE: the operator writes Upgradeable
+                                      there (docs/olm.md, "The upgrade gate"); absent: no gate
   POD_NAME                            reportingInstance of its Events and the start of its
                                       leader-election identity (default: the host name)
   LEADER_ELECT                        --leader-elect when the flag is not given (true/1/yes/on;

@@ -33,7 +33,7 @@ from manager.render.components import CERT_CONTROLLER_APP
 # spec's name (camelCased) unless the spec calls it otherwise; these fields have rules of
 # their own (_switches, the bitwarden line, _cert_manager_changes) or are not settings.
 _OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global_settings",
-                        "ignored_settings", "loaded_once"})
+                        "ignored_settings", "unsupported_overrides", "loaded_once"})
 # CertManagerSettings fields that are cluster facts, not settings (at their defaults).
 _CERT_MANAGER_FACTS = {"ca_bundle": None, "bundle_overlap": None, "overlap_until": None,
                        "mount_previous": False}

@@ -79,6 +79,7 @@ from manager.controllers.preflight import (
     dependency_watches,
 )
 from manager.controllers.status import ControllerState, Outcome, OutcomeKind
+from manager.controllers.upgrade_gate import OPERATOR_CONDITIONS_CRD, UpgradeGate, decide
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
 from manager.logs import brief
@@ -124,10 +125,12 @@ class PassReport:
     """Seconds until the cluster changes by time alone (a CA overlap ends), when it will."""
     tls_profile: TLSProfile = INTERMEDIATE
     """The cluster's TLS security profile this pass saw (for the operator's own servers)."""
+    gate_failed: bool = False
+    """The upgrade gate could not be read or published (upgrade_gate.py)."""
 
     @property
     def needs_retry(self) -> bool:
-        return self.annotator_failed or (
+        return self.annotator_failed or self.gate_failed or (
             self.outcome is not None and not self.outcome.kind.settled)
 
 
@@ -164,6 +167,10 @@ namespace: the operator's own objects wherever they are (an operating namespace'
 moved operand left behind). They run from start-up, whatever the ESC says, and feed the
 ObjectCache, so that even the first pass over a new ESC reads nothing it can know."""
 
+OPERAND_CRD_CHANGES = WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL,
+                                any_change=True)
+"""Any change of an operand CRD, status included (its storedVersions: the upgrade gate)."""
+
 CHILD_CRD_WATCHES = frozenset(
     {crd_watch(CERT_MANAGER_CRDS[kind])
      for _, kind in renderable_kinds() if kind in CERT_MANAGER_CRDS}
@@ -186,6 +193,8 @@ class Reconciler:
         self.preflight = Preflight(kube, discovery)
         self.facts = ClusterFacts(kube, discovery, cache)
         self.annotator = CrdAnnotator(kube)
+        self.gate = UpgradeGate(kube, discovery, environment.operator_condition,
+                                environment.own_namespace)
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
         # The served CA by (Secret path, resourceVersion): a steady pass reads no Secret.
@@ -198,7 +207,9 @@ class Reconciler:
         esc = await self._singleton(ESC_KIND, ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self._esc_absent(esc, esm)
-            return PassReport(None, frozenset(), tls_profile=await self.facts.tls_profile())
+            gate_failed = await self._publish_gate(None, None, "")
+            return PassReport(None, self._gate_watches(), tls_profile=await
+                              self.facts.tls_profile(), gate_failed=gate_failed)
         self._managing_uid = esc["metadata"]["uid"]
         state = management_state(esc)
         branch = (await self._observe(esc, esm) if state == UNMANAGED
@@ -209,9 +220,31 @@ class Reconciler:
         await self._write_esm_status(esm, esc, outcome, branch.annotator, config)
         await self._post_events(esc, outcome, branch.writes, config, branch.cause)
         metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
+        gate_failed = await self._publish_gate(outcome, config, state)
         profile = config.tls_profile if config else await self.facts.tls_profile()
-        return PassReport(outcome, branch.watches, branch.writes,
-                          isinstance(branch.annotator, ApiError), _recheck_in(config), profile)
+        return PassReport(outcome, branch.watches | self._gate_watches(), branch.writes,
+                          isinstance(branch.annotator, ApiError), _recheck_in(config), profile,
+                          gate_failed)
+
+    async def _publish_gate(self, outcome: Outcome | None, config: EffectiveConfig | None,
+                            state: str) -> bool:
+        """Tell OLM whether the operator may be upgraded (upgrade_gate.py); whether that
+        failed (the pass is then retried)."""
+        if not self.gate.active:
+            return False
+        try:
+            unserved = await self.gate.stored_versions.unserved()
+            await self.gate.publish(decide(outcome, config, state, unserved))
+        except ApiError:  # logged once by the gate
+            return True
+        return False
+
+    def _gate_watches(self) -> frozenset[WatchSpec]:
+        """With the gate on, a change of an operand CRD (its storedVersions) is a trigger,
+        and so is the OperatorCondition API coming (or going)."""
+        if not self.gate.active:
+            return frozenset()
+        return frozenset({OPERAND_CRD_CHANGES, crd_watch(OPERATOR_CONDITIONS_CRD)})
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,

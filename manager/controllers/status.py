@@ -155,7 +155,8 @@ _IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKSer
 def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
     """The ESC's status fields besides the conditions (None removes one).
 
-    The namespace and the ignored settings are recorded once the spec resolves; images,
+    The namespace, the ignored settings and the unsupported overrides are recorded once the
+    spec resolves; images,
     versions and the TLS profile once a pass has applied everything (they are then in
     effect); `failure` while a pass fails. Without a configuration (an invalid spec) what
     was recorded stays."""
@@ -167,6 +168,7 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
         return fields
     fields["operandNamespace"] = config.namespace
     fields["ignoredSettings"] = list(config.ignored_settings) or None
+    fields["unsupportedOverrides"] = list(config.unsupported_overrides) or None
     if outcome.applied:
         bitwarden = config.bitwarden.enabled
         fields.update({

@@ -303,6 +303,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "container": {
             "security_context": RESTRICTED_CONTAINER_SECURITY_CONTEXT,
             "resources": workload.resources,
+            # Unsupported overrides: after the rendered flags, none of which they name.
+            "override_args": list(workload.override_args),
             "env": merged_env(proxy_env(proxy) + ([USER_CA_ENV] if trusted_ca else []),
                               workload.override_env),
             "extra_volume_mounts": ([{"name": TRUSTED_CA_VOLUME,

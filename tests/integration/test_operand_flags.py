@@ -6,11 +6,14 @@ built from the Go module proxy; the simulated cluster runs SIMULATION_EXTERNAL_S
 (v0.16.2). A flag missing from either would make the real pod exit at start (v1.3.2) or the
 tests prove nothing about it (v0.16.2). v1.3.2's flags are read from its module source (its
 `cmd/` is in the module zip), v0.16.2's from the built binary's `--help`.
+
+The same reader writes manager/api/operand_flags.json, the flags overrideArgs may name; the
+snapshot must be what v1.3.2's source says, and the operator's table of the flags it owns
+must be exactly the flags it renders.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -20,15 +23,12 @@ import pytest
 
 from devcluster.controlplane import ensure_tool
 from manager import versions
+from manager.api import operand_flags
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
 from manager.render import render_operand
 
-MODULE = "github.com/external-secrets/external-secrets"
-# The subcommand of each command variable in cmd/controller/*.go ("" is the root command).
-COMMANDS = {"rootCmd": "", "webhookCmd": "webhook", "certcontrollerCmd": "certcontroller"}
-FLAG_IN_SOURCE = re.compile(r'(\w+)\.(?:Persistent)?Flags\(\)\s*\.\s*\w+\(\s*&?[\w.]+\s*,\s*'
-                            r'"([\w-]+)"')
+COMMANDS = tuple(operand_flags.COMMANDS.values())
 FLAG_IN_HELP = re.compile(r"^\s+(?:-\w, )?--([\w-]+)", re.MULTILINE)
 # Specs that together render every flag the operator can produce.
 SPECS: tuple[dict[str, Any], ...] = (
@@ -66,16 +66,8 @@ def rendered_flags() -> dict[str, set[str]]:
 
 
 def source_flags(version: str) -> dict[str, set[str]]:
-    download = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"],
-                              capture_output=True, text=True, check=True, cwd="/",
-                              timeout=600)
-    directory = Path(json.loads(download.stdout)["Dir"]) / "cmd" / "controller"
-    flags: dict[str, set[str]] = {}
-    for path in directory.glob("*.go"):
-        for variable, name in FLAG_IN_SOURCE.findall(path.read_text()):
-            if variable in COMMANDS:
-                flags.setdefault(COMMANDS[variable], set()).add(name)
-    return flags
+    found = operand_flags.source_flags(operand_flags.module_dir(version))
+    return {command: set(flags) for command, flags in found.items()}
 
 
 def help_flags(binary: Path, command: str) -> set[str]:
@@ -116,6 +108,28 @@ def test_the_source_reader_agrees_with_the_help(rendered: dict[str, set[str]]) -
     operator renders none of them."""
     binary = ensure_tool("external-secrets") / "external-secrets"
     from_source = source_flags(versions.SIMULATION_EXTERNAL_SECRETS_VERSION)
-    for command in COMMANDS.values():
+    for command in COMMANDS:
         assert from_source[command] <= help_flags(binary, command), command
         assert rendered[command] <= from_source[command], command
+
+
+def test_the_committed_flag_snapshot_is_the_shipped_release_source() -> None:
+    """overrideArgs are checked against manager/api/operand_flags.json: it must be what
+    v1.3.2's source declares, names and kinds (`python -m manager generate
+    --refresh-operand-flags` rewrites it)."""
+    version = versions.EXTERNAL_SECRETS_VERSION
+    snapshot = operand_flags.snapshot()
+    assert snapshot.version == version
+    found = operand_flags.source_flags(operand_flags.module_dir(version))
+    assert found == snapshot.flags
+    assert operand_flags.snapshot_text(version, found) == operand_flags.SNAPSHOT_PATH.read_text()
+    assert found["webhook"]["port"] == "int"
+    assert found[""]["enable-flood-gate"] == "bool"
+
+
+def test_the_operator_owns_exactly_the_flags_it_renders(rendered: dict[str, set[str]]) -> None:
+    """An override may never name a rendered flag (the Services, probes and typed fields
+    depend on them), and every flag the operator declares its own is one it renders."""
+    for command in COMMANDS:
+        assert set(operand_flags.OWNED[command]) == rendered[command], (
+            command, set(operand_flags.OWNED[command]) ^ rendered[command])

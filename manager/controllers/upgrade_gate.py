@@ -1,0 +1,149 @@
+"""The upgrade gate: `Upgradeable` on the operator's OLM OperatorCondition.
+
+OLM creates an OperatorCondition (operators.coreos.com/v2) named like the CSV in the
+operator's namespace, tells the operator its name in OPERATOR_CONDITION_NAME, and grants it
+get, update and patch on exactly that object (a Role it creates). The operator writes the
+`Upgradeable` entry of its `spec.conditions`; OLM copies it to `status` and keeps the next
+release's CSV Pending (reason OperatorConditionNotUpgradeable) while it is False.
+
+`decide` says False, with what to do, while the ExternalSecretsConfig is Degraded or
+Unmanaged, while componentConfigs[].overrideArgs are in use, or while an operand CRD still
+stores objects in a version it no longer serves; True otherwise. `UpgradeGate` publishes it:
+only when the decision changed since it last wrote or confirmed it (a steady pass sends no
+request), and not at all without OLM (no variable, or the API not served), in which case it
+says so once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from manager.apply import Discovery
+from manager.config import EffectiveConfig
+from manager.constants import FIELD_MANAGER
+from manager.controllers.events import now_rfc3339
+from manager.controllers.status import Outcome, OutcomeKind
+from manager.controllers.stored_versions import StoredVersions, Unserved
+from manager.kube import ApiError, JsonObject, Kube
+from manager.management import UNMANAGED
+
+logger = logging.getLogger(__name__)
+
+OPERATOR_CONDITION_VARIABLE = "OPERATOR_CONDITION_NAME"
+API_VERSION = "operators.coreos.com/v2"
+KIND = "OperatorCondition"
+OPERATOR_CONDITIONS_CRD = "operatorconditions.operators.coreos.com"
+UPGRADEABLE = "Upgradeable"
+UPGRADEABLE_MESSAGE = ("the operand is managed and not Degraded, no overrideArgs are set, and "
+                       "every stored version of the operand CRDs is served")
+
+
+@dataclass(frozen=True)
+class Gate:
+    status: str  # "True" or "False"
+    reason: str
+    message: str
+
+
+def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,
+           unserved: Sequence[Unserved]) -> Gate:
+    """Upgradeable for one pass: `outcome` and `config` of the ESC (None: no ESC, or its spec
+    is invalid), its managementState, the operand CRDs' unserved stored versions."""
+    blockers: list[tuple[str, str]] = []
+    if outcome is not None and outcome.kind is OutcomeKind.DEGRADED:
+        blockers.append(("Degraded", (
+            f"ExternalSecretsConfig cluster is Degraded ({outcome.reason}): fix what its "
+            "Degraded condition says (kubectl describe esc cluster)")))
+    if outcome is not None and state == UNMANAGED:
+        blockers.append(("Unmanaged", (
+            "ExternalSecretsConfig cluster has managementState Unmanaged: the operator does "
+            "not know the operand's state; set it to Managed (or Removed)")))
+    if config is not None and config.unsupported_overrides:
+        blockers.append(("UnsupportedOverrides", (
+            f"{len(config.unsupported_overrides)} componentConfigs[].overrideArgs are set "
+            "(status.unsupportedOverrides lists them); the next release may not support them: "
+            "remove them")))
+    for entry in unserved:
+        versions = ", ".join(entry.versions)
+        blockers.append(("StoredVersionsNotServed", (
+            f"CRD {entry.crd} still lists {versions} in status.storedVersions, which it no "
+            "longer serves: rewrite every object in the storage version (for example kubectl "
+            f"get {entry.crd} -A -o json | kubectl replace -f -), then remove {versions} from "
+            "the CRD's status.storedVersions")))
+    if not blockers:
+        return Gate("True", "AsExpected", UPGRADEABLE_MESSAGE)
+    message = "; ".join(text for _, text in blockers)
+    return Gate("False", blockers[0][0], f"{message}; then upgrade")
+
+
+class UpgradeGate:
+    """Publishes `decide`'s answer on the OperatorCondition `name` in `namespace`."""
+
+    def __init__(self, kube: Kube, discovery: Discovery, name: str | None,
+                 namespace: str | None):
+        self._kube = kube
+        self._discovery = discovery
+        self._name = name if name and namespace else None
+        self._namespace = namespace
+        self.stored_versions = StoredVersions(kube)
+        self._published: Gate | None = None  # what the object says, as far as we know
+        self._said: str | None = None  # the last problem logged (each is logged once)
+        if self._name is None:
+            logger.info("action=upgrade-gate result=inactive reason=%r",
+                        f"no {OPERATOR_CONDITION_VARIABLE} (not installed by OLM)")
+
+    @property
+    def active(self) -> bool:
+        return self._name is not None
+
+    async def publish(self, gate: Gate) -> bool:
+        """Write `gate` if the OperatorCondition says otherwise; whether it wrote. A failure
+        is logged once and raised (the pass is retried)."""
+        if self._name is None or gate == self._published:
+            return False
+        resource = await self._discovery.resolve(API_VERSION, KIND)
+        if resource is None:
+            self._say(f"{KIND} ({API_VERSION}) is not served", logging.INFO)
+            return False
+        path = resource.object_path(self._name, self._namespace)
+        try:
+            current = await self._kube.request("GET", path)
+            conditions = (current.get("spec") or {}).get("conditions") or []
+            if _same(conditions, gate):
+                self._published = gate
+                return False
+            await self._kube.merge_patch(path, _patch(current, conditions, gate),
+                                         field_manager=FIELD_MANAGER)
+        except ApiError as error:
+            self._say(f"{KIND} {self._namespace}/{self._name}: {error}", logging.WARNING)
+            raise
+        self._published, self._said = gate, None
+        logger.info("action=upgrade-gate kind=%s name=%s status=%s reason=%s message=%r", KIND,
+                    self._name, gate.status, gate.reason, gate.message)
+        return True
+
+    def _say(self, problem: str, level: int) -> None:
+        if problem != self._said:
+            self._said = problem
+            logger.log(level, "action=upgrade-gate result=not-published reason=%r", problem)
+
+
+def _same(conditions: Sequence[JsonObject], gate: Gate) -> bool:
+    return any(c.get("type") == UPGRADEABLE and (c.get("status"), c.get("reason"),
+                                                 c.get("message"))
+               == (gate.status, gate.reason, gate.message) for c in conditions)
+
+
+def _patch(current: JsonObject, conditions: Sequence[JsonObject], gate: Gate) -> JsonObject:
+    """`spec.conditions` with our entry replaced (a merge patch replaces the whole list, so
+    the resourceVersion makes it fail rather than drop another writer's entry)."""
+    previous = next((c for c in conditions if c.get("type") == UPGRADEABLE), {})
+    moved = previous.get("status") != gate.status or "lastTransitionTime" not in previous
+    entry = {"type": UPGRADEABLE, "status": gate.status, "reason": gate.reason,
+             "message": gate.message,
+             "lastTransitionTime": now_rfc3339() if moved else previous["lastTransitionTime"]}
+    others = [c for c in conditions if c.get("type") != UPGRADEABLE]
+    return {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+            "spec": {"conditions": [*others, entry]}}

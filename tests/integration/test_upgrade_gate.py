@@ -1,0 +1,163 @@
+"""The upgrade gate against the real API server: the operator writes `Upgradeable` into the
+`spec.conditions` of its OperatorCondition (OLM's own CRD, from the OLM module the simulated
+cluster builds), says what to do while it is False, writes nothing while nothing changes, and
+does nothing, without failing or repeating itself, where there is no OLM.
+
+OLM itself (its copy to `status`, its Role for the operator, the next CSV held Pending) is in
+tests/olm/test_upgrade_gate.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from devcluster import olm
+from manager.controllers.crd_annotator import CRD_COLLECTION
+from manager.controllers.upgrade_gate import OPERATOR_CONDITIONS_CRD
+from manager.kube import Kube, install_crds
+from manager.operator import load_crds
+from tests.integration.conftest import ESC_API, EscHandle, OperatorThread, eventually
+
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+NAMESPACE = "eso-it-gate"  # where the operator "runs" (POD_NAMESPACE) and OLM's object is
+NAME = "external-secrets-operator.v0.2.0"
+CONDITION = f"/apis/operators.coreos.com/v2/namespaces/{NAMESPACE}/operatorconditions/{NAME}"
+EXTERNAL_SECRETS_CRD = f"{CRD_COLLECTION}/externalsecrets.external-secrets.io"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def operator_condition_api(kube: Kube) -> AsyncIterator[None]:
+    """OLM's OperatorCondition CRD, removed afterwards (the rest of the session has no OLM)."""
+    [crd] = [c for c in load_crds(olm.binaries()[0].parent / "crds")
+             if c["metadata"]["name"] == OPERATOR_CONDITIONS_CRD]
+    await install_crds(kube, [crd], field_manager="integration-tests")
+    yield
+    await kube.delete(f"{CRD_COLLECTION}/{OPERATOR_CONDITIONS_CRD}")
+
+
+async def upgradeable(kube: Kube) -> dict[str, Any]:
+    condition = await kube.request("GET", CONDITION)
+    entries = [c for c in condition["spec"].get("conditions") or []
+               if c["type"] == "Upgradeable"]
+    assert len(entries) == 1, condition["spec"]
+    return dict(entries[0])
+
+
+async def wait_gate(kube: Kube, status: str, reason: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any]:
+        entry = await upgradeable(kube)
+        assert (entry["status"], entry["reason"]) == (status, reason), entry
+        return entry
+
+    return await eventually(check, timeout=30, what=f"Upgradeable {status} ({reason})")
+
+
+def gate_requests(operator: OperatorThread) -> list[tuple[str, str]]:
+    return [(m, u) for m, u in operator.log.requests if "/operatorconditions/" in u]
+
+
+@pytest.fixture(autouse=True)
+def _gate_lines_recorded(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="manager.controllers.upgrade_gate")
+
+
+def gate_lines(operator: OperatorThread) -> list[str]:
+    return [r.getMessage() for r in list(operator.log.records)
+            if "action=upgrade-gate" in r.getMessage()]
+
+
+async def test_upgradeable_follows_the_esc_overrides_and_stored_versions(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        operator_condition_api: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    await kube.apply(f"/api/v1/namespaces/{NAMESPACE}", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        field_manager="integration-tests")
+    await kube.apply(CONDITION, {  # as OLM creates it: no conditions
+        "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+        "metadata": {"name": NAME, "namespace": NAMESPACE}, "spec": {}},
+        field_manager="integration-tests")
+    monkeypatch.setenv("OPERATOR_CONDITION_NAME", NAME)
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    operator = await start_operator()
+
+    # No ExternalSecretsConfig: nothing holds an upgrade back.
+    entry = await wait_gate(kube, "True", "AsExpected")
+    assert entry["lastTransitionTime"]
+
+    # Unmanaged, with overrides: both named, Unmanaged first; the ESC lists the overrides.
+    await esc.create({"managementState": "Unmanaged", "controllerConfig": {
+        "componentConfigs": [{"componentName": "ExternalSecretsCoreController",
+                              "overrideArgs": ["--enable-flood-gate=false"]}]}})
+    entry = await wait_gate(kube, "False", "Unmanaged")
+    assert "set it to Managed (or Removed)" in entry["message"], entry
+    assert "1 componentConfigs[].overrideArgs are set" in entry["message"], entry
+    assert (await esc.get())["status"]["unsupportedOverrides"] == [
+        "spec.controllerConfig.componentConfigs[0].overrideArgs "
+        "(ExternalSecretsCoreController): --enable-flood-gate=false"]
+
+    # A steady pass writes nothing, and does not even read the OperatorCondition.
+    await operator.wait_idle()
+    before, passes = len(gate_requests(operator)), operator.passes
+    await esc.patch_spec({"controllerConfig": {"labels": {"touch": "1"}}})
+    await operator.wait_woken(passes, "ExternalSecretsConfig")
+    assert len(gate_requests(operator)) == before, gate_requests(operator)[before:]
+
+    # Degraded (the operand namespace is the operator's own): False until fixed.
+    await kube.delete(f"{ESC_API}/cluster")
+    await wait_gate(kube, "True", "AsExpected")
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    entry = await wait_gate(kube, "False", "Degraded")
+    assert "fix what its Degraded condition says" in entry["message"], entry
+    await kube.delete(f"{ESC_API}/cluster")
+    await wait_gate(kube, "True", "AsExpected")
+
+    # An operand CRD that still stores v1beta1, which it no longer serves (what an upgrade
+    # from an older external-secrets leaves): False until the storage is migrated.
+    status = f"{EXTERNAL_SECRETS_CRD}/status"
+    await kube.merge_patch(status, {"status": {"storedVersions": ["v1beta1", "v1"]}},
+                           field_manager="integration-tests")
+    try:
+        entry = await wait_gate(kube, "False", "StoredVersionsNotServed")
+        assert ("CRD externalsecrets.external-secrets.io still lists v1beta1"
+                in entry["message"]), entry
+    finally:
+        await kube.merge_patch(status, {"status": {"storedVersions": ["v1"]}},
+                               field_manager="integration-tests")
+    await wait_gate(kube, "True", "AsExpected")
+    lines = gate_lines(operator)
+    assert not [line for line in lines if "not-published" in line], lines
+    assert sum("status=False reason=Unmanaged" in line for line in lines) == 1, lines
+
+
+async def test_without_olm_nothing_is_asked_and_nothing_repeats(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No OPERATOR_CONDITION_NAME: one line at start. The variable without the API (OLM
+    removed): one line, passes end well, no retries."""
+    monkeypatch.delenv("OPERATOR_CONDITION_NAME", raising=False)
+    plain = await start_operator()
+    await esc.create({"managementState": "Unmanaged"})
+    await plain.wait_idle()
+    assert not gate_requests(plain)
+    assert gate_lines(plain) == [
+        "action=upgrade-gate result=inactive reason='no OPERATOR_CONDITION_NAME (not "
+        "installed by OLM)'"]
+    await plain.stop()
+
+    monkeypatch.setenv("OPERATOR_CONDITION_NAME", NAME)
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    orphan = await start_operator()
+    await orphan.wait_idle()
+    passes = orphan.passes
+    await esc.patch_spec({"managementState": "Removed"})
+    await orphan.wait_woken(passes, "ExternalSecretsConfig")
+    assert not gate_requests(orphan)
+    assert gate_lines(orphan) == [
+        "action=upgrade-gate result=not-published reason='OperatorCondition "
+        "(operators.coreos.com/v2) is not served'"]
+    assert all("retry" not in reasons for reasons in orphan.log.pass_reasons().values())

@@ -1,0 +1,64 @@
+"""What the upgrade gate tells OLM (manager/controllers/upgrade_gate.py `decide`); the
+publishing is tested against the real API server (tests/integration/test_upgrade_gate.py) and
+the real OLM (tests/olm/test_upgrade_gate.py)."""
+
+from __future__ import annotations
+
+from manager.api.models import ExternalSecretsConfigSpec
+from manager.config import OperatorEnvironment, effective_config
+from manager.controllers.status import Outcome, OutcomeKind
+from manager.controllers.stored_versions import Unserved, unserved_versions
+from manager.controllers.upgrade_gate import Gate, decide
+from manager.management import MANAGED, UNMANAGED
+
+ENV = OperatorEnvironment.from_environ({})
+PLAIN = effective_config(None, None, ENV)
+READY = Outcome(OutcomeKind.READY, "Reconciled", "ok", True)
+OVERRIDDEN = effective_config(ExternalSecretsConfigSpec.model_validate(
+    {"controllerConfig": {"componentConfigs": [
+        {"componentName": "Webhook", "overrideArgs": ["--enable-http2=true"]}]}}), None, ENV)
+
+
+def test_true_without_an_esc_and_while_managed_and_well() -> None:
+    assert decide(None, None, "", []).status == "True"
+    for kind in (OutcomeKind.READY, OutcomeKind.PROGRESSING, OutcomeKind.RETRYING,
+                 OutcomeKind.REMOVED):
+        gate = decide(Outcome(kind, "R", "m"), PLAIN, MANAGED, [])
+        assert gate == Gate("True", "AsExpected", gate.message), kind
+
+
+def test_each_blocker_says_what_to_do() -> None:
+    degraded = decide(Outcome(OutcomeKind.DEGRADED, "TrustedCABundleNotFound", "m"), None,
+                      MANAGED, [])
+    assert (degraded.status, degraded.reason) == ("False", "Degraded")
+    assert "(TrustedCABundleNotFound): fix what its Degraded condition says" in degraded.message
+    unmanaged = decide(Outcome(OutcomeKind.UNMANAGED, "Unmanaged", "m"), PLAIN, UNMANAGED, [])
+    assert (unmanaged.reason, unmanaged.status) == ("Unmanaged", "False")
+    assert "set it to Managed (or Removed)" in unmanaged.message
+    overridden = decide(READY, OVERRIDDEN, MANAGED, [])
+    assert (overridden.reason, overridden.status) == ("UnsupportedOverrides", "False")
+    assert "1 componentConfigs[].overrideArgs are set" in overridden.message
+    assert "remove them" in overridden.message
+    stored = decide(READY, PLAIN, MANAGED, [Unserved("secretstores.external-secrets.io",
+                                                     ("v1beta1",))])
+    assert (stored.reason, stored.status) == ("StoredVersionsNotServed", "False")
+    assert ("remove v1beta1 from the CRD's status.storedVersions" in stored.message)
+
+
+def test_every_blocker_is_named_and_the_first_gives_the_reason() -> None:
+    gate = decide(Outcome(OutcomeKind.UNMANAGED, "Unmanaged", "m"), OVERRIDDEN, UNMANAGED,
+                  [Unserved("externalsecrets.external-secrets.io", ("v1beta1",))])
+    assert gate.reason == "Unmanaged"
+    assert "managementState Unmanaged" in gate.message
+    assert "overrideArgs" in gate.message
+    assert "externalsecrets.external-secrets.io" in gate.message
+
+
+def test_unserved_versions_are_the_stored_ones_not_served() -> None:
+    crd = {"spec": {"versions": [{"name": "v1", "served": True},
+                                 {"name": "v1beta1", "served": False}]},
+           "status": {"storedVersions": ["v1beta1", "v1"]}}
+    assert unserved_versions(crd) == ("v1beta1",)
+    crd["status"]["storedVersions"] = ["v1"]
+    assert unserved_versions(crd) == ()
+    assert unserved_versions({"spec": {}}) == ()
