@@ -6,8 +6,9 @@ applied, worked out against the live cluster without changing it.
 The specs go through the API server first (a server-side dry run of the update or create),
 so its defaults, bounds, CEL rules and immutability rules apply exactly as to a real
 `kubectl apply`. Then the plan takes the steps of a pass: merge, preflight, read every
-object the renderer produces, and, for each one the operator would write, a server-side dry
-run of that apply; the difference between the live object and the dry run's result is the
+object the renderer produces, and the pass's own decision (manager/controllers/
+pass_decision.py) over them; for each object it would write, a server-side dry run of that
+apply; the difference between the live object and the dry run's result is the
 change, field by field. Objects the operator would prune are listed as deletions. Every
 write it sends is a dry run; a refusal, by the API server or by the operator, is a
 `PlanRefusedError` (the command exits non-zero).
@@ -23,7 +24,6 @@ from typing import Any
 from manager.apply import Applier, Discovery, ObjectRef, Observed, Pruner, TerminatingObjectError
 from manager.apply.cache import ObjectCache
 from manager.apply.convergence import APPLIED_HASH_ANNOTATION, is_converged, prepare_for_apply
-from manager.apply.ownership import ForeignObjectsError
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, config_of_objects
 from manager.constants import (
     API_VERSION,
@@ -35,11 +35,11 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.controllers.facts import ClusterFacts
+from manager.controllers.pass_decision import Observation, decide, refs
 from manager.controllers.preflight import Preflight
 from manager.kube import ApiError, JsonObject, Kube
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import render_operand
-from manager.render.components import CERT_CONTROLLER_APP
 from manager.uninstall import operand_namespace_of, plan_uninstall
 
 PLAN_MANAGER = "external-secrets-plan"  # the field manager of the specs' dry runs
@@ -145,6 +145,7 @@ async def operator_environment(kube: Kube, namespace: str, overrides: Mapping[st
 
 
 async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None:
+    """The pass's decision (pass_decision.decide) over what the cluster holds, as steps."""
     discovery = Discovery(kube)
     plan.namespace = config.namespace
     desired = render_operand(config)
@@ -157,35 +158,28 @@ async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None
         except TerminatingObjectError as deleting:
             plan.steps.append(Step("wait", deleting.ref, ("being deleted; re-created once "
                                                           "it is gone",)))
-    foreign = [(o.ref, o.live or {}) for o in observed if o.foreign and o.ref.kind != "Namespace"]
-    if foreign and not config.adopt_existing_objects:
+    missing = await Preflight(kube, discovery).check(config)
+    keep = [ObjectRef.of(obj) for obj in desired.objects()]
+    unwanted = await Pruner(kube, discovery, cache).find_unwanted(desired.kinds(), keep)
+    decision = decide(Observation(config, observed, missing, unwanted))
+    if decision.refusal is not None:
         raise PlanRefusedError(f"the operator would write nothing (Degraded, ObjectNotOwned): "
-                      f"{ForeignObjectsError(foreign)}")
-    await _preflight(Preflight(kube, discovery), config)
-    new_namespace = any(o.ref.kind == "Namespace" and o.live is None for o in observed)
-    for item in observed:
+                               f"{decision.refusal}")
+    if decision.blocked is not None:
+        raise PlanRefusedError(f"the operator would stop (Degraded, {decision.blocked.reason}): "
+                               f"{decision.blocked}")
+    new_namespace = any(o.live is None for o in decision.namespace)
+    for item in (*decision.namespace, *decision.apply):
         await _plan_object(kube, discovery, item, new_namespace and bool(item.ref.namespace),
                            plan)
-    keep = [ObjectRef.of(obj) for obj in desired.objects()]
-    for _, obj in await Pruner(kube, discovery, cache).find_unwanted(desired.kinds(), keep):
-        held = (config.cert_manager.enabled and (obj["metadata"].get("labels") or {}).get(
-            "app.kubernetes.io/name") == CERT_CONTROLLER_APP)
-        plan.steps.append(Step("delete", ObjectRef.of(obj), (
-            "once cert-manager's webhook Certificate is Ready",) if held else ()))
-
-
-async def _preflight(preflight: Preflight, config: EffectiveConfig) -> None:
-    missing = await preflight.check(config)
-    if missing:
-        raise PlanRefusedError(f"the operator would stop (Degraded, {missing[0].reason}): "
-                               f"{missing[0]}")
+    plan.steps.extend(Step("delete", ref) for ref in refs(decision.prune))
+    plan.steps.extend(Step("delete", ref, ("once cert-manager's webhook Certificate is Ready",))
+                      for ref in refs(decision.deferred))
 
 
 async def _plan_object(kube: Kube, discovery: Discovery, observed: Observed,
                        in_new_namespace: bool, plan: Plan) -> None:
     ref, live = observed.ref, observed.live
-    if ref.kind == "Namespace" and observed.foreign:
-        return  # a namespace the operator did not create is used as it is
     body = prepare_for_apply(observed.desired)
     if is_converged(body, live, FIELD_MANAGER):
         plan.unchanged += 1

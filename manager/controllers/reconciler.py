@@ -1,13 +1,15 @@
 """One level-based pass: read both CRs, converge the cluster, record the outcome.
 
-    ESC + ESM + environment ─► EffectiveConfig ─► render ─► apply ─► prune ─► status
-                                (ConfigError)                (preflight before all but
-                                                              the Namespace)
+    ESC + ESM + environment ─► EffectiveConfig ─► render ─► observe ─► decide ─► apply,
+                                (ConfigError)                                  prune ─► status
 
-The pass reads everything it needs afresh, so it does not matter what triggered it, how
-many triggers were coalesced, or whether the operator restarted in between. It writes
-nothing when the cluster already matches (see manager.apply.convergence), and it never
-deletes anything when the spec is invalid or a dependency is missing.
+`observe` reads every rendered object, the preflight's missing dependencies and our objects
+no longer rendered; `decide` (pass_decision.py, pure, shared with `plan`) says what to write,
+hold back and delete; this module executes it and reports. The pass reads everything it
+needs afresh, so it does not matter what triggered it, how many triggers were coalesced, or
+whether the operator restarted in between. It writes nothing when the cluster already
+matches (see manager.apply.convergence), and it never deletes anything when the spec is
+invalid or a dependency is missing.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from manager.constants import (
     OPERATOR_NAME,
     SINGLETON_NAME,
 )
-from manager.controllers import esm_status, readiness, status
+from manager.controllers import esm_status, pass_decision, readiness, status
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
 from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
@@ -67,6 +69,7 @@ from manager.controllers.management_outcomes import (
     removal_outcome,
     unmanaged_outcome,
 )
+from manager.controllers.pass_decision import Observation, Unwanted
 from manager.controllers.pass_events import Before, pass_events
 from manager.controllers.preflight import (
     CERT_MANAGER_CRDS,
@@ -85,7 +88,6 @@ from manager.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
 from manager.logs import brief
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
-from manager.render.components import CERT_CONTROLLER_APP
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
 from manager.render.state import kind_rank, renderable_kinds
 from manager.tls_profile import INTERMEDIATE, TLSProfile
@@ -330,31 +332,35 @@ class Reconciler:
             desired = render_operand(config)
             watches = frozenset(
                 dependency_watches(config) | _operand_crd_watch(config))
-            # Every object is read before anything is written, so that an object that is
-            # not the operator's stops the pass before any write.
-            observed = await self.applier.read_all(desired.objects())
-            _check_ownership(observed, config)
-            # A Namespace the operator did not create is used as it is (never adopted).
-            await self._write([o for o in observed
-                                    if o.ref.kind == "Namespace" and not o.foreign], writes)
-            # A missing dependency holds back only what depends on it; the rest is applied.
-            missing = await self.preflight.check(config)
-            waiting = [o.ref for o in observed if any(p.holds(o.ref) for p in missing)]
-            applied = await self._write([o for o in observed if o.ref.kind != "Namespace"
-                                         and o.ref not in waiting], writes)
-            if missing:  # degraded: nothing is deleted
-                raise missing[0].holding(waiting)
+            decision = pass_decision.decide(await self._observation(config, desired))
+            if decision.refusal is not None:
+                raise decision.refusal
+            await self._write(decision.namespace, writes)
+            applied = await self._write(decision.apply, writes)
+            if decision.blocked is not None:  # degraded: nothing is deleted
+                raise decision.blocked
             operand = await self._operand_readiness(config, applied)
-            held = await self._cert_controller_held(config, applied)
-            await self._prune(desired, writes, held)
+            await self._delete(decision.prune, writes)
+            if decision.deferred and not await self._cert_controller_held(config, applied):
+                await self._delete(decision.deferred, writes)
             metrics.record_managed(str(obj["kind"]) for obj in desired.objects())
         except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
                 ObjectError, ApiError) as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem), config, watches, writes)
         annotator = await self._annotate(config, writes)
-        return Branch(_operand_outcome(config, operand, len(observed)), config, watches, writes,
+        count = len(list(desired.objects()))
+        return Branch(_operand_outcome(config, operand, count), config, watches, writes,
                       annotator)
+
+    async def _observation(self, config: EffectiveConfig, desired: DesiredState) -> Observation:
+        """Everything a decision needs, read before anything is written (so an object that
+        is not the operator's stops the pass before any write)."""
+        observed = await self.applier.read_all(desired.objects())
+        missing = await self.preflight.check(config)
+        keep = [ObjectRef.of(obj) for obj in desired.objects()]
+        unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
+        return Observation(config, observed, missing, unwanted)
 
     async def _operand_readiness(self, config: EffectiveConfig,
                                  applied: Sequence[ObjectResult]) -> readiness.Readiness:
@@ -445,13 +451,8 @@ class Reconciler:
                 raise failed
         return results
 
-    async def _prune(self, desired: DesiredState,
-                     writes: list[ObjectResult], cert_controller_held: bool) -> None:
-        keep = [ObjectRef.of(obj) for obj in desired.objects()]
-        unwanted = await self.pruner.find_unwanted(desired.kinds(), keep)
+    async def _delete(self, unwanted: Sequence[Unwanted], writes: list[ObjectResult]) -> None:
         for resource, obj in unwanted:
-            if cert_controller_held and _component_app(obj) == CERT_CONTROLLER_APP:
-                continue
             writes.append(await self.pruner.delete(resource, obj))
 
     async def _annotate(self, config: EffectiveConfig,
@@ -557,24 +558,11 @@ class Reconciler:
 _SecretVersion = tuple[str, str | None]  # a Secret's path and resourceVersion
 
 
-def _check_ownership(observed: Sequence[Observed], config: EffectiveConfig) -> None:
-    """Objects of the rendered names that the operator did not create stop the pass, unless
-    the administrator asked for adoption (Namespaces are not adopted: see _converge)."""
-    foreign = [(o.ref, o.live or {}) for o in observed if o.foreign and o.ref.kind != "Namespace"]
-    if foreign and not config.adopt_existing_objects:
-        raise ForeignObjectsError(foreign)
-
-
 def _pods_may_explain(deployment: JsonObject) -> bool:
     """Whether the pods can say why a Deployment is not available: not when it is, and not
     before its controller has created any (a Deployment just created or re-created)."""
     return (not readiness.deployment_available(deployment)
             and bool((deployment.get("status") or {}).get("replicas")))
-
-
-def _component_app(obj: JsonObject) -> str | None:
-    labels: dict[str, str] = obj.get("metadata", {}).get("labels") or {}
-    return labels.get("app.kubernetes.io/name")
 
 
 def _recheck_in(config: EffectiveConfig | None) -> float | None:

@@ -83,6 +83,7 @@ SCENARIO_NAMESPACES = {
     "process": "eso-it-process",
     "management": "eso-it-management",
     "plan": "eso-it-plan",
+    "plan-pass": "eso-it-plan-pass",
     "shadowed": "eso-it-shadowed",
     "knobs": "eso-it-knobs",
     "metrics": "eso-it-metrics",

@@ -14,8 +14,14 @@ from typing import Any
 
 import yaml
 
+from manager.apply import Action, Discovery
+from manager.apply.cache import ObjectCache
+from manager.config import OperatorEnvironment
+from manager.controllers.events import EventRecorder
+from manager.controllers.reconciler import PassReport, Reconciler
 from manager.kube import Kube
 from manager.paths import REPO_ROOT
+from manager.plan import Plan, PlanRefusedError, make_plan
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,
@@ -122,3 +128,81 @@ async def test_plan_shows_changes_by_field_and_deletions_and_refuses_bad_specs(
                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert wrong.returncode == 2, wrong.stderr
     assert "kind: expected ExternalSecretsConfig" in wrong.stderr
+
+
+PLANNED_AS = {"create": Action.CREATED, "change": Action.UPDATED, "adopt": Action.ADOPTED,
+              "delete": Action.DELETED}
+
+
+async def test_plan_and_the_pass_decide_alike(*, kube: Kube, esc: EscHandle,
+                                             user_objects: UserObjects) -> None:
+    """Fed the same cluster, `plan` lists exactly what the next pass writes and deletes, and
+    refuses what the pass refuses, for the same reason: both execute one decision
+    (manager/controllers/pass_decision.py). The pass runs in-process, without watches."""
+    namespace = SCENARIO_NAMESPACES["plan-pass"]
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls",
+                     {"apiVersion": "v1", "kind": "Secret",
+                      "metadata": {"name": "bitwarden-tls", "namespace": namespace},
+                      "stringData": {"tls.crt": "c", "tls.key": "k", "ca.crt": "a"}},
+                     field_manager="integration-tests")
+    reconciler = Reconciler(kube, Discovery(kube), OperatorEnvironment.from_environ({}),
+                            EventRecorder(kube), ObjectCache())
+
+    async def plan_then_pass(spec: dict[str, Any]) -> tuple[Plan | str, PassReport]:
+        current = await kube.get(f"{ESC_API}/cluster")
+        await (esc.patch_spec(spec) if current else esc.create(spec))
+        document = {"apiVersion": "operator.openshift.io/v1alpha1",
+                    "kind": "ExternalSecretsConfig", "metadata": {"name": "cluster"},
+                    "spec": (await esc.get())["spec"]}
+        try:
+            planned: Plan | str = await make_plan(kube, document)
+        except PlanRefusedError as refusal:
+            planned = str(refusal)
+        return planned, await reconciler.run_pass()
+
+    def operand_writes(report: PassReport) -> set[tuple[Action, str]]:
+        return {(r.action, str(r.ref)) for r in report.writes
+                if r.ref.kind != "CustomResourceDefinition"}  # the CRD annotator's
+
+    def steps(planned: Plan | str) -> set[tuple[Action, str]]:
+        assert isinstance(planned, Plan), planned
+        return {(PLANNED_AS[s.action], str(s.ref)) for s in planned.steps}
+
+    base = {"controllerConfig": {"namespace": namespace}}
+    # Install (the Namespace exists and is not the operator's: neither writes it).
+    planned, report = await plan_then_pass({**base, "appConfig": BITWARDEN})
+    assert len(steps(planned)) > 20, planned
+    assert steps(planned) == operand_writes(report)
+    assert not any(ref.endswith(f"Namespace {namespace}") for _, ref in steps(planned))
+    # Nothing changed: nothing planned, nothing written.
+    planned, report = await plan_then_pass({})
+    assert steps(planned) == operand_writes(report) == set()
+    # bitwarden off and a label: changes and deletions.
+    planned, report = await plan_then_pass({
+        "controllerConfig": {"namespace": namespace, "labels": {"team": "a"}},
+        "appConfig": {"bitwardenSecretManagerProvider": {"enabled": "false"}}})
+    deletions = {ref for action, ref in steps(planned) if action is Action.DELETED}
+    assert f"Deployment {namespace}/bitwarden-sdk-server" in deletions, planned
+    assert steps(planned) == operand_writes(report)
+    # An object of a rendered name that someone else created: both refuse, nothing written.
+    service = f"/api/v1/namespaces/{namespace}/services/external-secrets-webhook"
+    await kube.delete(service)
+    await kube.create(service.rpartition("/")[0], {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "external-secrets-webhook", "namespace": namespace},
+        "spec": {"ports": [{"port": 443}]}}, field_manager="someone-else")
+    planned, report = await plan_then_pass({"controllerConfig": {
+        "namespace": namespace, "labels": {"team": "b"}}})
+    assert isinstance(planned, str), planned
+    assert "ObjectNotOwned" in planned, planned
+    assert report.outcome is not None
+    assert report.outcome.reason == "ObjectNotOwned"
+    assert operand_writes(report) == set()
+    await kube.delete(service)
+    # A missing dependency: the plan refuses with the reason the pass reports.
+    planned, report = await plan_then_pass({"appConfig": {"bitwardenSecretManagerProvider": {
+        "enabled": "true", "secretRef": {"name": "nope"}}}})
+    assert report.outcome is not None
+    assert report.outcome.reason == "BitwardenSecretNotFound"
+    assert isinstance(planned, str)
+    assert f"Degraded, {report.outcome.reason}" in planned
