@@ -3,8 +3,10 @@
 Both come from manager/api/patterns.py. A throw-away CRD carries one CEL rule per pattern,
 built exactly as manager/api/rules.py builds them (`patterns.cel`); every value of the table
 is sent through the real API server (server-side dry run) and through `patterns.matches`,
-and the two answers must be the same. The table holds values each pattern must accept and
-refuse, so a pattern that changed meaning fails the expectations below as well.
+and the two answers must be the same (for durations, the operator's parser,
+kube_values.parse_go_duration, gives the same answer too). The table holds values each
+pattern must accept and refuse, so a pattern that changed meaning fails the expectations
+below as well.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from manager import kube_values
 from manager.api import patterns
 from manager.kube import CRD_COLLECTION, ApiError, Kube
 
@@ -45,6 +48,8 @@ CASES = [
     ("goDuration", "30m", True), ("goDuration", "1h30m", True), ("goDuration", "1.5h", True),
     ("goDuration", "250ms", True), ("goDuration", "10µs", True), ("goDuration", "-5m", False),
     ("goDuration", "5", False), ("goDuration", "5 m", False), ("goDuration", "", False),
+    ("goDuration", "1.h", True), ("goDuration", "0s", True), ("goDuration", "0", False),
+    ("goDuration", ".5h", False), ("goDuration", "+5m", False), ("goDuration", "1h.5m", False),
     ("reservedLabelKey", "app", True), ("reservedLabelKey", "app.kubernetes.io/name", True),
     ("reservedLabelKey", "external-secrets.io/component", True),
     ("reservedLabelKey", "servicebinding.io/controller", True),
@@ -86,6 +91,14 @@ async def probes(kube: Kube) -> AsyncIterator[str]:
     await kube.delete(f"{CRD_COLLECTION}/{NAME}")
 
 
+def parses_as_duration(value: str) -> bool:
+    try:
+        kube_values.parse_go_duration(value)
+    except kube_values.InvalidValueError:
+        return False
+    return True
+
+
 async def refusal(kube: Kube, collection: str, field: str, value: str) -> ApiError | None:
     """The API server's answer to `value` in `field` (None: accepted)."""
     try:
@@ -103,6 +116,8 @@ async def test_cel_and_python_agree(kube: Kube, probes: str, field: str, value: 
                                     expected: bool) -> None:
     in_python = patterns.matches(PATTERNS[field], value)
     assert in_python == expected, f"{field} {value!r}"
+    if field == "goDuration":  # the parser the operator reads durations with agrees too
+        assert parses_as_duration(value) == expected, value
     refused = await refusal(kube, probes, field, value)
     assert (refused is None) == in_python, refused
     if refused is not None:  # by the pattern's rule, not by something else

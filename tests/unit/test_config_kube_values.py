@@ -13,17 +13,18 @@ from manager.kube_values import InvalidValueError
 
 
 @pytest.mark.parametrize(("text", "nanoseconds"), [
-    ("0", 0), ("0s", 0), ("5m", 300 * 10**9), ("1h30m", 5400 * 10**9),
-    ("8760h", 8760 * 3600 * 10**9),
-    ("1.5h", 5400 * 10**9), ("300ms", 300 * 10**6), ("2us", 2000), ("2µs", 2000), ("2μs", 2000),
-    ("7ns", 7), (".5s", 5 * 10**8), ("1h1m1s1ms1us1ns", 3661001001001), ("-3s", -3 * 10**9),
+    ("0s", 0), ("5m", 300 * 10**9), ("1h30m", 5400 * 10**9), ("8760h", 8760 * 3600 * 10**9),
+    ("1.5h", 5400 * 10**9), ("1.h", 3600 * 10**9), ("300ms", 300 * 10**6), ("2us", 2000),
+    ("2µs", 2000), ("7ns", 7), ("1h1m1s1ms1us1ns", 3661001001001), ("0.5s", 5 * 10**8),
 ])
 def test_go_durations_parse_like_time_parse_duration(text: str, nanoseconds: int) -> None:
     assert kube_values.parse_go_duration(text) == nanoseconds
 
 
 @pytest.mark.parametrize("text", ["", "5", "m", "5 m", "5mm", "1d", "1.h.", "3000000h",
-                                  "1h-5m"])
+                                  "1h-5m",
+                                  # Go reads these; the CRDs refuse them, and so do we.
+                                  "0", ".5h", "+5m", "-3s", "1h.5m", "2μs"])
 def test_malformed_or_too_long_durations_are_refused(text: str) -> None:
     with pytest.raises(InvalidValueError):
         kube_values.parse_go_duration(text)
@@ -39,7 +40,7 @@ def test_go_durations_print_like_duration_string(nanoseconds: int, text: str) ->
     assert kube_values.format_go_duration(nanoseconds) == text
 
 
-@given(st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1))
+@given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_printed_durations_parse_back_to_the_same_value(nanoseconds: int) -> None:
     assert kube_values.parse_go_duration(kube_values.format_go_duration(nanoseconds)) == \
         nanoseconds
