@@ -1,4 +1,4 @@
-"""The operator process: kopf for the two custom resources, our runtime for everything else.
+"""The operator process: kopf hosts it (signals, liveness, login), our runtime reconciles.
 
 `run_operator()` runs against $KUBECONFIG (or ~/.kube/config, or the in-cluster service
 account); `make run` starts a simulated cluster for it when none is given. `serve()` is the

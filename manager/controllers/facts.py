@@ -1,5 +1,5 @@
 """Facts of the cluster that shape the desired objects (the "cluster facts" input of
-ARCHITECTURE.md's data flow), gathered before rendering.
+docs/architecture.md's flow), gathered before rendering.
 
 Monitoring: with the OperandMonitoring feature on, whether the API server serves
 ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) right now; a CRD watch

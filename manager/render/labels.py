@@ -1,4 +1,4 @@
-"""The operator's standard labels: the one place that decides them (CONTRACTS.md).
+"""The operator's standard labels: the one place that decides them.
 
 Every operand object and pod template carries them, over the user's labels:
 

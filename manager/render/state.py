@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from manager.render.templates import template_kinds
 
-# Apply order by kind: what an object refers to exists before it (CONTRACTS.md).
+# Apply order by kind: what an object refers to exists before it.
 APPLY_ORDER: Final = (
     "Namespace",
     "ServiceAccount",

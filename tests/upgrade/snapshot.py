@@ -99,7 +99,8 @@ class Rendering:
 
 
 # Run with the release's own package first on sys.path: its merge and templates, through the
-# functions CONTRACTS.md fixes (older releases may lack the `render` command).
+# functions every release keeps (effective_config, render_operand; older releases may lack the
+# `render` command).
 _RENDER_PROGRAM = """
 import json, sys
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
