@@ -17,4 +17,10 @@ FIELD_MANAGER: Final = OPERATOR_NAME
 DEFAULT_OPERAND_NAMESPACE: Final = "external-secrets"
 OPERATOR_NAMESPACE: Final = "external-secrets-operator"
 
+OPERATOR_DEPLOYMENT: Final = f"{OPERATOR_NAME}-controller-manager"  # and its ServiceAccount
+OPERATOR_CONTAINER: Final = "manager"
+
+ESC_PATH: Final = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
+ESM_PATH: Final = f"/apis/{API_VERSION}/{ESM_PLURAL}/{SINGLETON_NAME}"
+
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"

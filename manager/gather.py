@@ -35,12 +35,13 @@ from manager.constants import (
     ESM_KIND,
     ESM_PLURAL,
     MANAGED_BY_LABEL,
+    OPERATOR_DEPLOYMENT,
     OPERATOR_NAME,
     OPERATOR_NAMESPACE,
     SINGLETON_NAME,
 )
 from manager.kube import ApiError, JsonObject, Kube
-from manager.plan import OPERATOR_DEPLOYMENT, PlanRefusedError, make_plan
+from manager.plan import PlanRefusedError, make_plan
 from manager.redact import Redactor
 from manager.uninstall import operand_namespace_of
 

@@ -26,11 +26,11 @@ from manager.apply.cache import ObjectCache
 from manager.apply.convergence import APPLIED_HASH_ANNOTATION, is_converged, prepare_for_apply
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, config_of_objects
 from manager.constants import (
-    API_VERSION,
-    ESC_PLURAL,
-    ESM_PLURAL,
+    ESC_PATH,
+    ESM_PATH,
     FIELD_MANAGER,
-    OPERATOR_NAME,
+    OPERATOR_CONTAINER,
+    OPERATOR_DEPLOYMENT,
     OPERATOR_NAMESPACE,
     SINGLETON_NAME,
 )
@@ -43,8 +43,6 @@ from manager.render import render_operand
 from manager.uninstall import operand_namespace_of, plan_uninstall
 
 PLAN_MANAGER = "external-secrets-plan"  # the field manager of the specs' dry runs
-OPERATOR_DEPLOYMENT = f"{OPERATOR_NAME}-controller-manager"
-OPERATOR_CONTAINER = "manager"
 FIELDS_SHOWN = 8
 # Fields that change with every write, or that the server owns: not a change of the spec.
 _NOISE = (("metadata", "managedFields"), ("metadata", "resourceVersion"),
@@ -81,8 +79,7 @@ class Plan:
 async def make_plan(kube: Kube, esc_document: JsonObject, esm_document: JsonObject | None = None,
                     *, overrides: Mapping[str, str] | None = None,
                     operator_namespace: str = OPERATOR_NAMESPACE) -> Plan:
-    esc_path = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
-    esm_path = f"/apis/{API_VERSION}/{ESM_PLURAL}/{SINGLETON_NAME}"
+    esc_path, esm_path = ESC_PATH, ESM_PATH
     live_esc = await kube.get(esc_path)
     esc = await dry_run_spec(kube, esc_path, esc_document, live_esc)
     esc_changes = changed_fields((live_esc or {}).get("spec") or {}, esc.get("spec") or {},

@@ -37,9 +37,9 @@ from typing import TypeVar
 from manager.apply import Discovery, ObjectRef, Resource
 from manager.apply.prune import MANAGED_SELECTOR, owned_by_us
 from manager.constants import (
-    API_VERSION,
     DEFAULT_OPERAND_NAMESPACE,
     ESC_KIND,
+    ESC_PATH,
     ESC_PLURAL,
     MANAGED_BY_LABEL,
     OPERATOR_NAME,
@@ -49,7 +49,6 @@ from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 from manager.management import MANAGED, management_state
 from manager.render.state import kind_rank, renderable_kinds
 
-ESC_PATH = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
 # Kinds whose objects, when not the operator's, mean a namespace holds something of value.
 FOREIGN_CONTENT_KINDS = (
     ("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Pod"), ("v1", "Service"),

@@ -18,10 +18,11 @@ from manager.apply.convergence import applied_by
 from manager.apply.results import Action, ObjectRef, ObjectResult
 from manager.constants import FIELD_MANAGER
 from manager.kube import PARTIAL_METADATA_LIST, JsonObject, Kube
+from manager.render.context import INJECT_CA_FROM
 
 logger = logging.getLogger(__name__)
 
-INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
+
 OPERAND_CRD_LABEL = "external-secrets.io/component=controller"
 OPERAND_CRD_GROUPS = frozenset({"external-secrets.io", "generators.external-secrets.io"})
 WEBHOOK_CERTIFICATE = "external-secrets-webhook"

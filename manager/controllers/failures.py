@@ -7,12 +7,17 @@ from __future__ import annotations
 from manager.api.models import Failure
 from manager.apply import ForeignObjectsError, ObjectError, ObjectRef, TerminatingObjectError
 from manager.config import ESM_GLOBAL, ConfigError
-from manager.constants import ESC_KIND, ESM_KIND, OPERATOR_NAME, OPERATOR_NAMESPACE
+from manager.constants import (
+    ESC_KIND,
+    ESM_KIND,
+    OPERATOR_DEPLOYMENT,
+    OPERATOR_NAME,
+    OPERATOR_NAMESPACE,
+)
 from manager.controllers.preflight import MissingDependencyError
 from manager.controllers.status import Outcome, OutcomeKind, inspect_command
 from manager.kube import ApiError
 
-OPERATOR_DEPLOYMENT = f"{OPERATOR_NAME}-controller-manager"
 LOGS = f"kubectl logs -n {OPERATOR_NAMESPACE} deployment/{OPERATOR_DEPLOYMENT}"
 PLAN = ("python -m manager plan -f <file of ExternalSecretsConfig/cluster> (repeats each "
         "request as a server-side dry run)")

@@ -49,9 +49,9 @@ from manager.config import (
 from manager.constants import (
     API_VERSION,
     ESC_KIND,
-    ESC_PLURAL,
+    ESC_PATH,
     ESM_KIND,
-    ESM_PLURAL,
+    ESM_PATH,
     FIELD_MANAGER,
     GROUP,
     MANAGED_BY_LABEL,
@@ -96,8 +96,6 @@ from manager.uninstall import execute_uninstall, operand_namespace_of, plan_unin
 logger = logging.getLogger(__name__)
 
 REMOVED_CAUSE = "managementState is Removed"
-ESC_PATH = f"/apis/{API_VERSION}/{ESC_PLURAL}/{SINGLETON_NAME}"
-ESM_PATH = f"/apis/{API_VERSION}/{ESM_PLURAL}/{SINGLETON_NAME}"
 WEBHOOK_CERTIFICATE = ObjectRef("cert-manager.io/v1", "Certificate", "", "external-secrets-webhook")
 
 

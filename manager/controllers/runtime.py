@@ -38,6 +38,7 @@ from manager.config import OperatorEnvironment
 from manager.constants import (
     API_VERSION,
     ESC_KIND,
+    ESC_PATH,
     ESC_PLURAL,
     ESM_KIND,
     ESM_PLURAL,
@@ -59,7 +60,7 @@ from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
 from manager.logs import fields
 from manager.tls_profile import INTERMEDIATE, TLSProfile
-from manager.uninstall import ESC_PATH, operand_namespace_of
+from manager.uninstall import operand_namespace_of
 
 logger = logging.getLogger(__name__)
 

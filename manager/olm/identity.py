@@ -21,8 +21,8 @@ MIN_KUBE_VERSION: Final = "1.31.0"
 
 NAMESPACE: Final = constants.OPERATOR_NAMESPACE
 # The name the Go operator used, so RBAC audits and runbooks keep working.
-SERVICE_ACCOUNT: Final = f"{constants.OPERATOR_NAME}-controller-manager"
-DEPLOYMENT: Final = f"{constants.OPERATOR_NAME}-controller-manager"
+SERVICE_ACCOUNT: Final = constants.OPERATOR_DEPLOYMENT
+DEPLOYMENT: Final = constants.OPERATOR_DEPLOYMENT
 CONTAINER: Final = "manager"
 APP_LABEL: Final = constants.OPERATOR_NAME
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from manager.config import EffectiveConfig
+from manager.constants import OPERATOR_DEPLOYMENT
 from manager.render import labels
 from manager.render.components import CERT_CONTROLLER_APP, CONTROLLER_APP, WEBHOOK_APP
 
@@ -32,7 +33,6 @@ RULE_GROUP: Final = "external-secrets-operand"
 WEBHOOK_CERTIFICATE: Final = "external-secrets-webhook"
 CONTROLLER_METRICS_JOB: Final = "external-secrets-metrics"
 OPERATOR_METRICS_JOB: Final = "external-secrets-operator-metrics"
-OPERATOR_DEPLOYMENT: Final = "external-secrets-operator-controller-manager"
 DEPLOYMENTS: Final = ("external-secrets", "external-secrets-webhook",
                       "external-secrets-cert-controller", "bitwarden-sdk-server")
 # Seconds: a pass runs at least every resync (300 s) and retries faster while it fails.
