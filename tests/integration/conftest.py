@@ -257,9 +257,13 @@ class OperatorThread:
         await self.wait_idle()
 
 
+StartOperator = Callable[..., Awaitable[OperatorThread]]
+"""The `start_operator` fixture: start an operator in-process; kwargs go to OperatorOptions."""
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def start_operator(cluster: Cluster, operator_crds: None,
-                         ) -> AsyncIterator[Callable[..., Awaitable[OperatorThread]]]:
+                         ) -> AsyncIterator[StartOperator]:
     """Start operators (stopped at the end of the test); kwargs go to OperatorOptions."""
     started: list[OperatorThread] = []
 

@@ -9,21 +9,19 @@ managed like the operator's own. The namespace is used as it is throughout.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.constants import FIELD_MANAGER
 from manager.kube import Kube
 from tests.integration.conftest import (
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = "eso-it-adopt"
 CLUSTER_ROLE = "/apis/rbac.authorization.k8s.io/v1/clusterroles/external-secrets-controller"
 WEBHOOK = ("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"

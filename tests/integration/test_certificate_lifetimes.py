@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     USER_NAMESPACE,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
@@ -40,7 +39,6 @@ from tests.integration.conftest import (
 from tests.integration.test_controller_toggles import remove_cert_manager_crds
 from tests.samplers import AdmissionSampler
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["lifetimes"]
 CHECK_INTERVAL = 15.0
 WEBHOOK_PORT = 10250

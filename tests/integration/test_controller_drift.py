@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,13 +21,13 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
     OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     managed_objects,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["drift"]
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets"
 REPAIR_SECONDS = 10.0

@@ -4,7 +4,6 @@ and nothing written to the ExternalSecretsConfig but its status."""
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.api.models import ExternalSecretsConfigSpec
@@ -18,14 +17,13 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
     OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
     managed_objects,
     wait_condition,
 )
-
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 
 
 def expected_objects(spec: dict[str, Any]) -> set[tuple[str, str, str]]:

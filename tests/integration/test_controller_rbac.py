@@ -5,7 +5,7 @@ ServiceAccount on the RBAC-enforcing API server."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from tests.integration.conftest import (
     MANAGED,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     managed_objects,
     rbac_documents,
@@ -31,7 +31,6 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_controller_install import expected_objects
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 SERVICE_ACCOUNT = "external-secrets-operator-controller-manager"
 OPERATOR_NAMESPACE = "external-secrets-operator"
 

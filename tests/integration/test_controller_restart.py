@@ -4,7 +4,6 @@ operand running."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.controllers.runtime import STANDING_WATCHES
@@ -15,14 +14,13 @@ from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     managed_objects,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["restart"]
 
 

@@ -7,7 +7,6 @@ import base64
 import logging
 import re
 import subprocess
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from tests.integration.conftest import (
     USER_NAMESPACE,
     WEBHOOKS,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
@@ -34,7 +33,6 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_controller_install import expected_objects
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 Keys = set[tuple[str, str, str]]
 
 CERT_MANAGER_CRDS = ("certificates.cert-manager.io", "issuers.cert-manager.io",

@@ -9,7 +9,6 @@ fixed, nothing for passes that change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
     OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
@@ -28,7 +28,6 @@ from tests.integration.conftest import (
     wait_installed,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 OPERATOR_NAMESPACE = "external-secrets-operator"
 
 

@@ -4,7 +4,6 @@ annotation added to every object then removed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
@@ -12,7 +11,7 @@ from tests.conftest import Cluster
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     managed_objects,
@@ -20,7 +19,6 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_controller_install import install
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["knobs"]
 BASE: dict[str, Any] = {"controllerConfig": {"namespace": NAMESPACE}}
 # The reconfigure budget is 2 s on the local control plane; the checks allow for a loaded CI.

@@ -3,7 +3,6 @@ Removed removes the operand and says when it is gone, Managed brings it back."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
@@ -14,6 +13,7 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
     OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
@@ -21,8 +21,6 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_controller_install import expected_objects
-
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 
 
 def operand_writes(operator: OperatorThread) -> list[tuple[str, str]]:

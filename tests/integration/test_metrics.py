@@ -4,34 +4,25 @@ prometheus_client's parser: the counters move by what the operator did."""
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Awaitable, Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from manager.kube import Kube
+from tests.e2e.operator_process import free_port
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     wait_condition,
 )
 from tests.metrics_scrape import get_metrics, service_account_token
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["metrics"]
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def scrape(port: int, token: str) -> Samples:

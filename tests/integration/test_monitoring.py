@@ -4,7 +4,7 @@ restart; removing the feature from the ExternalSecretsManager prunes them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,12 +18,11 @@ from tests.integration.conftest import (
     MANAGED,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     eventually,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["monitoring"]
 MONITORING_CRDS = ("servicemonitors.monitoring.coreos.com",
                    "prometheusrules.monitoring.coreos.com")

@@ -9,7 +9,6 @@ created for the operand's Deployments and for the other workloads.
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
@@ -17,14 +16,13 @@ from tests.integration.conftest import (
     MANAGED,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     wait_condition,
     wait_installed,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["policies"]
 POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"

@@ -3,14 +3,12 @@ cluster-scoped objects another operand namespace uses."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from manager.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     esc_events,
     eventually,
@@ -20,7 +18,6 @@ from tests.integration.conftest import (
 from tests.integration.test_controller_install import expected_objects
 from tests.integration.test_uninstall import kept, uninstall
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 OLD, NEW = "eso-it-move-old", "eso-it-move-new"
 
 

@@ -6,7 +6,6 @@ ServiceAccount may do once the operator has applied the operand's RBAC.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
@@ -14,14 +13,13 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     USER_NAMESPACE,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     managed_objects,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = SCENARIO_NAMESPACES["operating-namespace"]
 TEAM = "eso-it-team-a"  # created by the test, after the ExternalSecretsConfig names it
 CONTROLLER_SA = f"system:serviceaccount:{NAMESPACE}:external-secrets"

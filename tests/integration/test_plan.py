@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,12 @@ from tests.integration.conftest import (
     ESC_API,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     wait_condition,
     wait_installed,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 BITWARDEN = {"bitwardenSecretManagerProvider": {"enabled": "true",
                                                 "secretRef": {"name": "bitwarden-tls"}}}
 

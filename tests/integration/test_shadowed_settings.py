@@ -4,7 +4,6 @@ ESM's status says so; features this operator does not have are reported, not ign
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import Kube
@@ -13,13 +12,11 @@ from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     wait_condition,
 )
-
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 
 
 async def manager_entry(kube: Kube) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,13 +27,12 @@ from tests.integration.conftest import (
     ESC_API,
     ESM_PATH,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     wait_condition,
 )
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = "eso-it-start-order"
 # Reconciled by the watches, not by a resync or a discovery poll (an hour and minutes away).
 # 2 s held on a quiet machine; the full suite on 2 shared cores measured 2.27 s once.

@@ -4,7 +4,6 @@ the failed object and request, and the ExternalSecretsManager's count of Ready c
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from manager.kube import ApiError, Kube
@@ -13,13 +12,11 @@ from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     eventually,
     wait_condition,
 )
-
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 
 
 def table(cluster: Cluster, *args: str) -> dict[str, str]:

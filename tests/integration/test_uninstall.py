@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -20,7 +19,7 @@ from tests.integration.conftest import (
     ESC_API,
     MANAGED,
     EscHandle,
-    OperatorThread,
+    StartOperator,
     UserObjects,
     _past_stale_webhooks,
     eventually,
@@ -31,7 +30,6 @@ from tests.integration.conftest import (
 )
 from tests.integration.test_controller_install import expected_objects
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 Key = tuple[str, str, str]
 
 KEPT_NAMESPACE = "eso-it-uninstall-kept"

@@ -10,7 +10,7 @@ tests/olm/test_upgrade_gate.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,9 +21,8 @@ from manager.controllers.crd_annotator import CRD_COLLECTION
 from manager.controllers.upgrade_gate import OPERATOR_CONDITIONS_CRD
 from manager.kube import Kube, install_crds
 from manager.operator import load_crds
-from tests.integration.conftest import ESC_API, EscHandle, OperatorThread, eventually
+from tests.integration.conftest import ESC_API, EscHandle, OperatorThread, StartOperator, eventually
 
-StartOperator = Callable[..., Awaitable[OperatorThread]]
 NAMESPACE = "eso-it-gate"  # where the operator "runs" (POD_NAMESPACE) and OLM's object is
 NAME = "external-secrets-operator.v0.2.0"
 CONDITION = f"/apis/operators.coreos.com/v2/namespaces/{NAMESPACE}/operatorconditions/{NAME}"
