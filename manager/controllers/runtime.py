@@ -12,14 +12,10 @@ the kind up again and the ESC/ESM watches resume, so an ESC created afterwards i
 at once, not at the next resync.
 
 Exactly one pass runs at a time. After each pass the worker points the Watcher at what that
-pass said to watch, and schedules a retry when the pass did not end Ready: exponential
-backoff from 1 s to 60 s for transient errors, from 10 s to 5 min while the spec or a
-dependency needs a fix (the dependency watches usually end that wait much earlier), and
-from 2 s to 30 s while the applied operand rolls out (Deployment and Certificate status
-changes usually end that wait much earlier; the rechecks keep the reason given current). Only
-retries advance the backoff (passes that events trigger do not), and it starts over when
-the kind of outcome changes. A pass that ends well but knows that time alone will change what
-it renders (the end of a CA overlap, ca_overlap.py) asks for a recheck at that moment.
+pass said to watch, and schedules a retry when the pass did not end Ready, with the backoff
+of backoff.py (the rechecks keep the reason given current). A pass that ends well but knows
+that time alone will change what it renders (the end of a CA overlap, ca_overlap.py) asks
+for a recheck at that moment.
 """
 
 from __future__ import annotations
@@ -45,6 +41,7 @@ from manager.constants import (
     GROUP,
     SINGLETON_NAME,
 )
+from manager.controllers.backoff import RETRY_REASON, Backoff
 from manager.controllers.events import EventRecorder
 from manager.controllers.facts import TLS_PROFILE_WATCHES
 from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
@@ -85,10 +82,6 @@ STANDING_WATCHES = (OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
 _FINE = frozenset({OutcomeKind.READY.value, OutcomeKind.PROGRESSING.value,
                    OutcomeKind.UNMANAGED.value, OutcomeKind.REMOVED.value, "NoConfig"})
-TRANSIENT_BACKOFF = (1.0, 60.0)
-DEGRADED_BACKOFF = (10.0, 300.0)
-PROGRESSING_BACKOFF = (2.0, 30.0)
-BACKOFFS = {OutcomeKind.DEGRADED: DEGRADED_BACKOFF, OutcomeKind.PROGRESSING: PROGRESSING_BACKOFF}
 
 
 @dataclass(frozen=True)
@@ -124,8 +117,7 @@ class OperatorRuntime:
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
-        self._failures = 0
-        self._failing_as: OutcomeKind | None = None
+        self.backoff = Backoff()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -186,7 +178,7 @@ class OperatorRuntime:
             number += 1
             started = time.monotonic()
             report = await self._run_pass()
-            result, writes, retry = self._schedule_retry(report, "retry" in reasons)
+            result, writes, retry = self._schedule_retry(report, RETRY_REASON in reasons)
             metrics.record_pass(result, time.monotonic() - started)
             # Anything but a pass that ends well, or waits for the operand to roll out, is a
             # warning; its message is in the status and Events.
@@ -222,20 +214,15 @@ class OperatorRuntime:
                         ) -> tuple[str, int, float | None]:
         """The pass's result, its number of writes, and the delay of the retry scheduled."""
         if report is not None and not report.needs_retry:
-            self._failures, self._failing_as = 0, None
+            self.backoff = Backoff()
             result = report.outcome.kind.value if report.outcome else "NoConfig"
             if report.recheck_in is not None:  # nothing will say when the time has come
                 self.queue.request_after(report.recheck_in, "recheck")
             return result, len(report.writes), None
         kind = (report.outcome.kind if report is not None and report.outcome is not None
                 else OutcomeKind.RETRYING)
-        if kind is not self._failing_as:
-            self._failures, self._failing_as = 0, kind
-        if retrying or self._failures == 0:
-            self._failures += 1
-        first, cap = BACKOFFS.get(kind, TRANSIENT_BACKOFF)
-        delay = min(cap, first * 2 ** min(self._failures - 1, 16))
-        self.queue.request_after(delay, "retry")
+        self.backoff, delay = self.backoff.after(kind, retrying)
+        self.queue.request_after(delay, RETRY_REASON)
         if report is None:
             return "Error", 0, delay
         result = report.outcome.kind.value if report.outcome else "NoConfig"
