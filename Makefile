@@ -16,7 +16,7 @@ IMG ?= quay.io/external-secrets-operator/external-secrets-operator:v$(shell sed 
 BUNDLE_IMG ?= $(IMG)-bundle
 CONTAINER_TOOL ?= $(shell command -v podman || command -v docker)
 
-.PHONY: help venv prereqs test test-unit run demo render cluster-up cluster-down lint \
+.PHONY: help venv prereqs prereqs-cluster test test-unit run demo render cluster-up cluster-down lint \
 	generate verify bundle bundle-validate refresh-core-schemas update-golden bench \
 	image bundle-image e2e-kind clean
 
@@ -48,13 +48,18 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # Built or fetched once per machine and version, cached in ~/.cache/eso-operator.
-prereqs:
+# What the simulated cluster runs (make run, make demo): the control plane, kwok, the operand.
+prereqs-cluster:
 	bash hack/build-control-plane.sh >/dev/null
 	bash hack/build-tool.sh kwok >/dev/null
 	bash hack/build-tool.sh external-secrets >/dev/null
+	hack/fetch-crds.sh >/dev/null
+
+# Everything the tests use besides: cert-manager, promtool, the bundle validator, OLM and opm,
+# the previous release's environment.
+prereqs: prereqs-cluster
 	bash hack/build-tool.sh cert-manager >/dev/null
 	bash hack/build-tool.sh promtool >/dev/null
-	hack/fetch-crds.sh >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
 	bash hack/build-tool.sh olm >/dev/null
 	bash hack/build-tool.sh opm >/dev/null
@@ -70,11 +75,11 @@ run: venv
 	@if [ -n "$$KUBECONFIG" ]; then \
 	  $(PY) -m manager run; \
 	else \
-	  $(MAKE) --no-print-directory prereqs && \
+	  $(MAKE) --no-print-directory prereqs-cluster && \
 	  $(NETNS_RUN) $(DEVCLUSTER) run -- $(PY) -m manager run; \
 	fi
 
-demo: venv prereqs
+demo: venv prereqs-cluster
 	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) hack/demo.py
 
 render: venv
