@@ -924,6 +924,15 @@ def _component_config(controller: ControllerConfig | None,
     return None
 
 
+def _check_budget_fields(max_unavailable: int | None, min_available: int | None,
+                         path: str) -> None:
+    """Exactly one of the two, as the CRD's rule says and the PodDisruptionBudget API
+    requires: rendering both (or neither) would make an object the API server refuses."""
+    if (max_unavailable is None) == (min_available is None):
+        raise ConfigError(f"{path}.deploymentConfigs.podDisruptionBudget",
+                          "set exactly one of maxUnavailable and minAvailable")
+
+
 def _check_budget(min_available: int | None, replicas: int | None, path: str) -> None:
     """A budget that would be rendered and can never allow an eviction (the CRD refuses the
     same at admission; this catches objects stored before the rules)."""
@@ -971,6 +980,7 @@ def _workload(workload: Workload, controller: ControllerConfig | None,
         replicas = deployment.replicas
     budget = deployment.pod_disruption_budget if deployment else None
     if budget is not None and component is not None:
+        _check_budget_fields(budget.max_unavailable, budget.min_available, component[1])
         _check_budget(budget.min_available, replicas, component[1])
     disruption_budget = None
     if budget is not None and (budget.max_unavailable is not None

@@ -412,6 +412,18 @@ def test_a_budget_that_allows_no_eviction_is_refused(deployment: dict[str, Any])
                            "podDisruptionBudget.minAvailable")
 
 
+@pytest.mark.parametrize("budget", [{"maxUnavailable": 1, "minAvailable": 1}, {}])
+def test_a_budget_with_both_fields_or_neither_is_refused(budget: dict[str, Any]) -> None:
+    """The CRD refuses it; `render` (offline) and an object stored before the rule must
+    not produce a PodDisruptionBudget the API server refuses."""
+    spec = components({"componentName": "Webhook", "deploymentConfigs": {
+        "replicas": 2, "podDisruptionBudget": budget}})
+    error = config_error(spec)
+    assert error.field == ("spec.controllerConfig.componentConfigs[0].deploymentConfigs."
+                           "podDisruptionBudget")
+    assert "exactly one of maxUnavailable and minAvailable" in error.message
+
+
 # --- bitwarden ------------------------------------------------------------------------------
 
 
