@@ -209,6 +209,12 @@ class MonitoringSettings(_Frozen):
     """A cluster fact, not a setting: the API server serves ServiceMonitor and PrometheusRule
     (monitoring.coreos.com/v1). Without them there is nothing to render."""
 
+    platform_scraped: bool = False
+    """A cluster fact: the operand namespace is labelled openshift.io/cluster-monitoring=true,
+    so OpenShift's platform Prometheus (openshift-monitoring) scrapes it, and user-workload
+    monitoring does not. It decides which namespace the NetworkPolicies admit to the metrics
+    ports, whether the feature is on or not."""
+
     @property
     def active(self) -> bool:
         return self.enabled and self.served

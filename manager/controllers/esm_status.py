@@ -42,10 +42,23 @@ def previous_state(esm: JsonObject, name: str) -> ControllerState | None:
     return ControllerState(name, conditions, entry.get("observedGeneration"))
 
 
-def manager_state(esm: JsonObject, problem: str | None,
-                  config: EffectiveConfig | None) -> ControllerState:
+def manager_state(esm: JsonObject, problem: str | None, config: EffectiveConfig | None,
+                  feature_note: str | None = None) -> ControllerState:
     """The ESM controller's entry: its globalConfig is invalid (`problem`), names features
-    this operator does not have, is partly overridden by the ESC, or simply applies."""
+    this operator does not have, is partly overridden by the ESC, or simply applies; a
+    feature that is on but has no effect (`feature_note`) is said in the message, with
+    reason FeatureWithoutEffect where nothing else is to say."""
+    state = _manager_state(esm, problem, config)
+    if feature_note is None or problem is not None:
+        return state
+    ready = state.conditions[0]
+    reason = "FeatureWithoutEffect" if ready.reason == "Observed" else ready.reason
+    return status.simple_state(status.CONTROLLER_ESM, ready.status == "True", reason,
+                               f"{ready.message}; {feature_note}", state.observed_generation)
+
+
+def _manager_state(esm: JsonObject, problem: str | None,
+                   config: EffectiveConfig | None) -> ControllerState:
     generation = esm["metadata"].get("generation")
     if problem is not None:
         return status.simple_state(status.CONTROLLER_ESM, False, "InvalidGlobalConfig", problem,

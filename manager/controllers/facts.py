@@ -4,6 +4,8 @@ docs/architecture.md's flow), gathered before rendering.
 Monitoring: with the OperandMonitoring feature on, whether the API server serves
 ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) right now; a CRD watch
 (preflight.dependency_watches) starts a pass when they arrive or go, so no restart is needed.
+Always: whether the operand namespace carries openshift.io/cluster-monitoring=true, which
+decides which Prometheus the NetworkPolicies admit (render/alerts.metrics_scrapers).
 
 The CA bundle: with cert-manager on and its CA injector off (addInjectorAnnotations "false"),
 nothing else would put a CA into the webhooks' caBundle, so the operator takes the CA that
@@ -49,6 +51,7 @@ from manager.controllers.preflight import crd_watch
 from manager.controllers.readiness import last_change
 from manager.controllers.watches import WatchSpec
 from manager.kube import PARTIAL_METADATA, JsonObject, Kube
+from manager.render.alerts import CLUSTER_MONITORING_LABEL
 from manager.render.context import (
     DEPLOYMENT_NAMES,
     TRUSTED_CA_CONFIGMAP,
@@ -174,12 +177,24 @@ class ClusterFacts:
                                    accept=accept)
 
     async def _monitoring(self, config: EffectiveConfig) -> EffectiveConfig:
-        if not config.monitoring.enabled:
-            return config
-        served = all([await self.discovery.resolve(MONITORING_API, kind) is not None
-                      for kind in MONITORING_KINDS])
+        facts = {"platform_scraped": await self._platform_scraped(config.namespace)}
+        if config.monitoring.enabled:
+            facts["served"] = all([await self.discovery.resolve(MONITORING_API, kind) is not None
+                                   for kind in MONITORING_KINDS])
         return config.model_copy(update={
-            "monitoring": config.monitoring.model_copy(update={"served": served})})
+            "monitoring": config.monitoring.model_copy(update=facts)})
+
+    async def _platform_scraped(self, namespace: str) -> bool:
+        """Whether the operand namespace is labelled for OpenShift's platform monitoring:
+        from the watch cache when the operator created it, else one metadata read (a
+        namespace created beforehand, or not yet created: then it has no such label)."""
+        ref = ObjectRef("v1", "Namespace", "", namespace)
+        live = self.cache.get(ref) if self.cache.synced(("", "Namespace")) else None
+        if live is None:
+            live = await self.kube.get(f"/api/v1/namespaces/{namespace}",
+                                       accept=PARTIAL_METADATA)
+        labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+        return labels.get(CLUSTER_MONITORING_LABEL) == "true"
 
     async def _loaded_once(self, config: EffectiveConfig) -> EffectiveConfig:
         namespace = f"/api/v1/namespaces/{config.namespace}"

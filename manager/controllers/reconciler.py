@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from manager import __version__, metrics
-from manager.api.models import Failure
+from manager.api.models import ExternalSecretsManagerSpec, Failure
 from manager.apply import (
     MANAGED_SELECTOR,
     Action,
@@ -41,10 +41,12 @@ from manager.apply import (
 )
 from manager.apply.cache import ObjectCache
 from manager.config import (
+    OPERAND_MONITORING,
     ConfigError,
     EffectiveConfig,
     OperatorEnvironment,
     config_of_objects,
+    feature_enabled,
 )
 from manager.constants import (
     API_VERSION,
@@ -69,6 +71,7 @@ from manager.controllers.management_outcomes import (
     removal_outcome,
     unmanaged_outcome,
 )
+from manager.controllers.operator_monitoring import MonitoringReport, OperatorMonitoring
 from manager.controllers.pass_decision import Observation, Unwanted
 from manager.controllers.pass_events import Before, pass_events
 from manager.controllers.preflight import (
@@ -127,10 +130,12 @@ class PassReport:
     """The cluster's TLS security profile this pass saw (for the operator's own servers)."""
     gate_failed: bool = False
     """The upgrade gate could not be read or published (upgrade_gate.py)."""
+    monitoring_failed: bool = False
+    """The operator's own ServiceMonitor or PrometheusRule could not be read or written."""
 
     @property
     def needs_retry(self) -> bool:
-        return self.annotator_failed or self.gate_failed or (
+        return self.annotator_failed or self.gate_failed or self.monitoring_failed or (
             self.outcome is not None and not self.outcome.kind.settled)
 
 
@@ -195,6 +200,9 @@ class Reconciler:
         self.annotator = CrdAnnotator(kube)
         self.gate = UpgradeGate(kube, discovery, environment.operator_condition,
                                 environment.own_namespace)
+        self.operator_monitoring = OperatorMonitoring(kube, discovery,
+                                                      environment.own_namespace)
+        self._monitoring: MonitoringReport | None = None  # this pass's, for the ESM status
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
         self._converged: EffectiveConfig | None = None  # of the last pass that applied all
         # The served CA by (Secret path, resourceVersion): a steady pass reads no Secret.
@@ -204,12 +212,14 @@ class Reconciler:
 
     async def run_pass(self) -> PassReport:
         esm = await self.ensure_esm()
+        monitoring_failed = await self._reconcile_operator_monitoring(esm)
         esc = await self._singleton(ESC_KIND, ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self._esc_absent(esc, esm)
             gate_failed = await self._publish_gate(None, None, "")
             return PassReport(None, self._gate_watches(), tls_profile=await
-                              self.facts.tls_profile(), gate_failed=gate_failed)
+                              self.facts.tls_profile(), gate_failed=gate_failed,
+                              monitoring_failed=monitoring_failed)
         self._managing_uid = esc["metadata"]["uid"]
         state = management_state(esc)
         branch = (await self._observe(esc, esm) if state == UNMANAGED
@@ -224,7 +234,25 @@ class Reconciler:
         profile = config.tls_profile if config else await self.facts.tls_profile()
         return PassReport(outcome, branch.watches | self._gate_watches(), branch.writes,
                           isinstance(branch.annotator, ApiError), _recheck_in(config), profile,
-                          gate_failed)
+                          gate_failed, monitoring_failed)
+
+    async def _reconcile_operator_monitoring(self, esm: JsonObject) -> bool:
+        """The operator's own ServiceMonitor and PrometheusRule (operator_monitoring.py);
+        whether that failed (the pass is then retried)."""
+        try:
+            spec = ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
+        except ValidationError:  # reported as InvalidGlobalConfig: change nothing
+            self._monitoring = None
+            return False
+        try:
+            self._monitoring = await self.operator_monitoring.reconcile(
+                feature_enabled(spec, OPERAND_MONITORING))
+        except ApiError as error:
+            logger.warning("action=operator-monitoring result=error error=%r", str(error))
+            self.operator_monitoring.forget()
+            self._forget_apis(error)
+            return True
+        return False
 
     async def _publish_gate(self, outcome: Outcome | None, config: EffectiveConfig | None,
                             state: str) -> bool:
@@ -491,8 +519,8 @@ class Reconciler:
         annotator = (esm_status.previous_state(esm, status.CONTROLLER_CRD_ANNOTATOR)
                      or status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True, "Inactive",
                                             "inactive: no ExternalSecretsConfig", None))
-        await self._patch_esm_status(esm, [unmanaged, esm_status.manager_state(esm, None, None),
-                                           annotator])
+        await self._patch_esm_status(esm, [unmanaged, esm_status.manager_state(
+            esm, None, None, self._feature_note()), annotator])
 
     def _cached(self, kind: str, obj: JsonObject) -> None:
         """What the server answered to a write of the ESC or the ESM, so that the next pass
@@ -506,6 +534,9 @@ class Reconciler:
             self.discovery.invalidate()
 
     # --- status -------------------------------------------------------------------------
+
+    def _feature_note(self) -> str | None:
+        return self._monitoring.note if self._monitoring is not None else None
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
                                 fields: Mapping[str, object]) -> None:
@@ -534,7 +565,8 @@ class Reconciler:
         esc_state = ControllerState(status.CONTROLLER_ESC, outcome.conditions(), generation)
         global_problem = (outcome.message if outcome.kind is OutcomeKind.DEGRADED
                           and outcome.reason == "InvalidGlobalConfig" else None)
-        states = [esc_state, esm_status.manager_state(esm, global_problem, config),
+        states = [esc_state, esm_status.manager_state(esm, global_problem, config,
+                                                      self._feature_note()),
                   esm_status.annotator_state(esm, annotator, config)]
         await self._patch_esm_status(esm, states)
 

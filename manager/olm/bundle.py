@@ -2,11 +2,13 @@
 
 Two kinds of output:
 - committed: manifests/operator/{namespace,serviceaccount,deployment,metrics-service,
-  servicemonitor,networkpolicy}.yaml and bundle/ but
-  the operand CRDs. The bundle has no ServiceMonitor: OLM fails the whole InstallPlan when
-  a bundle object's CRD is not installed, so a cluster without the Prometheus Operator could
-  not install the operator (seen in tests/olm); manifests/operator/servicemonitor.yaml is
-  for clusters that have it. `bundle --check` compares these with the work tree (`make verify`).
+  metrics-scraper,networkpolicy}.yaml and bundle/ but
+  the operand CRDs. The bundle has no ServiceMonitor or PrometheusRule: OLM fails the whole
+  InstallPlan when a bundle object's CRD is not installed, so a cluster without the
+  Prometheus Operator could not install the operator (seen in tests/olm). The operator
+  applies its own at run time (manager/controllers/operator_monitoring.py); the bundle
+  carries what they refer to (the scraper's ServiceAccount and token Secret, the CA
+  ConfigMap). `bundle --check` compares these with the work tree (`make verify`).
 - build time: the operand CRDs in bundle/manifests/. They are the pinned external-secrets
   module's own files (labelled), fetched by hack/fetch-crds.sh; the project does not commit
   copies of another project's files, so bundle/.gitignore keeps them out of git and
@@ -68,8 +70,15 @@ def generate(sources: BundleSources) -> GeneratedFiles:
         OPERATOR_DIR / "deployment.yaml": yamlfile.dump(deployment, _GENERATED),
         OPERATOR_DIR / "metrics-service.yaml": yamlfile.dump(
             operator_manifests.metrics_service(), _GENERATED),
-        OPERATOR_DIR / "servicemonitor.yaml": yamlfile.dump(
-            operator_manifests.service_monitor(), _GENERATED),
+        OPERATOR_DIR / "metrics-scraper.yaml": yamlfile.dump_all(
+            [operator_manifests.scraper_service_account(), operator_manifests.scraper_token(),
+             operator_manifests.metrics_ca()], _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.METRICS_SCRAPER}_v1_serviceaccount.yaml": yamlfile.dump(
+            operator_manifests.scraper_service_account(namespaced=False), _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.METRICS_SCRAPER_TOKEN}_v1_secret.yaml": yamlfile.dump(
+            operator_manifests.scraper_token(namespaced=False), _GENERATED),
+        BUNDLE_MANIFESTS / f"{identity.METRICS_CA_CONFIGMAP}_v1_configmap.yaml": yamlfile.dump(
+            operator_manifests.metrics_ca(namespaced=False), _GENERATED),
         OPERATOR_DIR / "networkpolicy.yaml": yamlfile.dump(
             operator_manifests.network_policy(), _GENERATED),
         BUNDLE_MANIFESTS / f"{identity.METRICS_SERVICE}_v1_service.yaml": yamlfile.dump(

@@ -41,6 +41,18 @@ METRICS_SERVICE: Final = f"{constants.OPERATOR_NAME}-metrics"
 METRICS_TLS_SECRET: Final = f"{constants.OPERATOR_NAME}-metrics-tls"
 METRICS_TLS_DIR: Final = "/var/run/secrets/metrics-tls"
 SERVING_CERT_ANNOTATION: Final = "service.beta.openshift.io/serving-cert-secret-name"
+# The scrape credentials of the operator's ServiceMonitor (which the operator applies at run
+# time, manager/controllers/operator_monitoring.py): a ServiceAccount granted the read of
+# /metrics (rbac.yaml), its token Secret, and a ConfigMap the service CA fills with its CA.
+# Secrets and ConfigMaps, not files: user-workload monitoring refuses ServiceMonitors that name
+# files in the Prometheus container (bearerTokenFile, caFile).
+METRICS_SCRAPER: Final = f"{constants.OPERATOR_NAME}-metrics-scraper"
+METRICS_SCRAPER_TOKEN: Final = f"{METRICS_SCRAPER}-token"
+METRICS_CA_CONFIGMAP: Final = f"{constants.OPERATOR_NAME}-metrics-ca"
+INJECT_CA_ANNOTATION: Final = "service.beta.openshift.io/inject-cabundle"
+SERVICE_CA_KEY: Final = "service-ca.crt"
+# The operator's own ServiceMonitor and PrometheusRule, in its namespace.
+OPERATOR_RULE: Final = constants.OPERATOR_NAME
 # The monitoring stack's ServiceAccount on OpenShift, granted the read of /metrics (rbac.yaml).
 PROMETHEUS_SERVICE_ACCOUNT: Final = ("openshift-monitoring", "prometheus-k8s")
 # Namespaces whose Prometheus may scrape the operator (the NetworkPolicy's only ingress on the

@@ -181,27 +181,67 @@ def metrics_service(*, namespaced: bool = True) -> dict[str, Any]:
     }
 
 
-# Where OpenShift's platform Prometheus finds the service CA bundle (the ConfigMap
-# serving-certs-ca-bundle it mounts), and the token it sends: its own ServiceAccount's.
-_SERVICE_CA_FILE = "/etc/prometheus/configmaps/serving-certs-ca-bundle/service-ca.crt"
-_SCRAPER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105
+def scraper_service_account(*, namespaced: bool = True) -> dict[str, Any]:
+    """Whose token the operator's ServiceMonitor sends (bound to the metrics reader role)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _metadata(identity.METRICS_SCRAPER, namespaced=namespaced)}
 
 
-def service_monitor(*, namespaced: bool = True) -> dict[str, Any]:
-    """Prometheus (the Prometheus Operator's) scrapes the operator through its Service, over
-    HTTPS with its ServiceAccount's token, trusting the service CA (manager.metrics)."""
-    server_name = f"{identity.METRICS_SERVICE}.{identity.NAMESPACE}.svc"
+def scraper_token(*, namespaced: bool = True) -> dict[str, Any]:
+    """The scraper's token, which the token controller writes into this Secret: a
+    ServiceMonitor can take a token only from a Secret on user-workload monitoring."""
+    metadata = _metadata(identity.METRICS_SCRAPER_TOKEN, namespaced=namespaced)
+    metadata["annotations"] = {"kubernetes.io/service-account.name": identity.METRICS_SCRAPER}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata,
+            "type": "kubernetes.io/service-account-token"}
+
+
+def metrics_ca(*, namespaced: bool = True) -> dict[str, Any]:
+    """The CA that signed the metrics certificate: OpenShift's service CA writes its bundle
+    here (key service-ca.crt); elsewhere put the CA of your certificate there."""
+    metadata = _metadata(identity.METRICS_CA_CONFIGMAP, namespaced=namespaced)
+    metadata["annotations"] = {identity.INJECT_CA_ANNOTATION: "true"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
+
+
+def run_time_labels() -> dict[str, str]:
+    """The operator's labels, without the operand's managed-by label: the operand's watches,
+    pruning and uninstall never see these objects (their owner is the field manager)."""
+    return {**common_labels(), "app.kubernetes.io/component": "metrics"}
+
+
+def service_monitor(namespace: str = identity.NAMESPACE) -> dict[str, Any]:
+    """Prometheus scrapes the operator through its Service over HTTPS, with the scraper's
+    token and the CA of the ConfigMap above, both read from objects (manager.metrics)."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": _metadata(identity.METRICS_SERVICE, namespaced=namespaced),
+        "metadata": {"name": identity.METRICS_SERVICE, "namespace": namespace,
+                     "labels": run_time_labels()},
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": identity.APP_LABEL}},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "scheme": "https",
-                           "interval": "30s", "bearerTokenFile": _SCRAPER_TOKEN_FILE,
-                           "tlsConfig": {"caFile": _SERVICE_CA_FILE,
-                                         "serverName": server_name}}],
+            "endpoints": [{
+                "port": "metrics", "path": "/metrics", "scheme": "https", "interval": "30s",
+                "authorization": {"type": "Bearer", "credentials": {
+                    "name": identity.METRICS_SCRAPER_TOKEN, "key": "token"}},
+                "tlsConfig": {
+                    "ca": {"configMap": {"name": identity.METRICS_CA_CONFIGMAP,
+                                         "key": identity.SERVICE_CA_KEY}},
+                    "serverName": f"{identity.METRICS_SERVICE}.{namespace}.svc"}}],
         },
+    }
+
+
+def prometheus_rule(rules: list[dict[str, Any]],
+                    namespace: str = identity.NAMESPACE) -> dict[str, Any]:
+    """The operator's own alerts (manager.render.alerts.operator_alerts), beside its
+    metrics: a scraper that enforces namespaces evaluates them against this namespace."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": identity.OPERATOR_RULE, "namespace": namespace,
+                     "labels": run_time_labels()},
+        "spec": {"groups": [{"name": "external-secrets-operator", "rules": rules}]},
     }
 
 

@@ -30,6 +30,11 @@ def dump(document: Any, header: str = "") -> str:
     return _comment(header) + body
 
 
+def dump_all(documents: list[Any], header: str = "") -> str:
+    """Several documents in one file, separated by `---`."""
+    return _comment(header) + "---\n".join(dump(document) for document in documents)
+
+
 def dump_large(document: Any, header: str = "") -> str:
     """Like `dump`, through libyaml when present: for megabyte CRDs nobody reads in a diff."""
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

@@ -1,6 +1,8 @@
 """OperandMonitoring: the monitoring CRDs (from the pinned prometheus-operator module) arrive
-after the operator started, and the ServiceMonitors and the PrometheusRule appear without a
-restart; removing the feature from the ExternalSecretsManager prunes them."""
+after the operator started, and the ServiceMonitors and the PrometheusRules (the operand's,
+and the operator's own in its namespace) appear without a restart; removing the feature from
+the ExternalSecretsManager prunes them. Until the CRDs are there, the ESM's status says the
+feature has no effect."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from prometheus_client import REGISTRY
 
-from manager.config import OPERAND_MONITORING
+from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
+from manager.controllers.status import CONTROLLER_ESM
 from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import load_crds
+from manager.render import render_operand
 from tests.integration.conftest import (
     ESM_PATH,
     MANAGED,
@@ -100,3 +106,132 @@ async def test_monitoring_appears_with_its_crds_and_goes_with_the_switch(
     # The rest of the operand stays.
     assert await kube.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets")
     await wait_condition(esc, "Ready", "True", timeout=30)
+
+
+OPERATOR_NAMESPACE = "external-secrets-operator"
+MONITORING_IN_OPERATOR_NAMESPACE = f"/apis/monitoring.coreos.com/v1/namespaces/{OPERATOR_NAMESPACE}"
+OPERATOR_MONITORS = f"{MONITORING_IN_OPERATOR_NAMESPACE}/servicemonitors"
+OPERATOR_RULES = f"{MONITORING_IN_OPERATOR_NAMESPACE}/prometheusrules"
+OPERATOR_OBJECTS = (f"{OPERATOR_MONITORS}/external-secrets-operator-metrics",
+                    f"{OPERATOR_RULES}/external-secrets-operator")
+
+
+def monitoring_applies() -> float:
+    """Server-side applies of ServiceMonitors and PrometheusRules this process sent (the
+    operator runs in this process; its metrics count every request)."""
+    return sum(REGISTRY.get_sample_value("eso_operator_api_requests_total", {
+        "verb": "apply", "resource": resource}) or 0.0
+        for resource in ("servicemonitors", "prometheusrules"))
+
+
+async def manager_entry(kube: Kube) -> dict[str, str]:
+    """The Ready condition of the ESM's own entry (reason and message)."""
+    esm = await kube.request("GET", ESM_PATH)
+    entries = [e for e in (esm.get("status") or {}).get("controllerStatuses") or []
+               if e["name"] == CONTROLLER_ESM]
+    assert entries, "no status entry yet"
+    [ready] = [c for c in entries[0]["conditions"] if c["type"] == "Ready"]
+    return {"status": ready["status"], "reason": ready["reason"], "message": ready["message"]}
+
+
+@pytest.mark.usefixtures("without_monitoring_crds")
+async def test_the_operators_own_monitoring_and_a_feature_without_effect_in_status(
+        kube: Kube, start_operator: StartOperator, crd_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ESC is needed: the operator's own ServiceMonitor and PrometheusRule follow the
+    ESM's feature and the monitoring API alone."""
+    monkeypatch.setenv("POD_NAMESPACE", OPERATOR_NAMESPACE)  # as in the OLM Deployment
+    await kube.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}",
+                     {"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": OPERATOR_NAMESPACE}},
+                     field_manager="integration-tests")
+    operator = await start_operator()
+    await set_feature(kube, True)
+
+    # Without the monitoring CRDs: the ESM says the feature has no effect, and why.
+    async def says_no_effect() -> None:
+        entry = await manager_entry(kube)
+        assert entry["reason"] == "FeatureWithoutEffect", entry
+        assert "OperandMonitoring is enabled but has no effect" in entry["message"], entry
+        assert "monitoring.coreos.com/v1" in entry["message"], entry
+
+    await eventually(says_no_effect, timeout=20)
+    assert (await manager_entry(kube))["status"] == "True"  # nothing is broken
+
+    # The CRDs arrive: the operator's objects appear in its namespace (the API server
+    # validates them against the Prometheus Operator's schema), and the note goes.
+    await install_crds(kube, load_crds(crd_dir / "prometheus-operator"),
+                       field_manager="prometheus-operator")
+
+    async def applied() -> None:
+        for path in OPERATOR_OBJECTS:
+            assert await kube.get(path) is not None, path
+        assert (await manager_entry(kube))["reason"] == "Observed"
+
+    await eventually(applied, timeout=20)
+    monitor = await kube.request("GET", OPERATOR_OBJECTS[0])
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["authorization"]["credentials"]["name"] == \
+        "external-secrets-operator-metrics-scraper-token"
+    assert "app.kubernetes.io/managed-by" not in monitor["metadata"]["labels"]  # not operand
+    rule = await kube.request("GET", OPERATOR_OBJECTS[1])
+    assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == [
+        "ExternalSecretsOperatorPassesFailing"]
+
+    # Steady: a pass that finds them as they should be writes nothing.
+    await operator.wait_idle()
+    applies = monitoring_applies()
+    before = operator.passes
+    await kube.merge_patch(ESM_PATH, {"metadata": {"labels": {"poke": "1"}}},
+                           field_manager="integration-tests")
+    await operator.wait_woken(before, "ExternalSecretsManager")
+    assert monitoring_applies() == applies
+
+    # Drift is repaired by the next pass.
+    await kube.merge_patch(OPERATOR_OBJECTS[0], {"spec": {"endpoints": [{"port": "x"}]}},
+                           field_manager="someone")
+    before = operator.passes
+    await kube.merge_patch(ESM_PATH, {"metadata": {"labels": {"poke": "2"}}},
+                           field_manager="integration-tests")
+    await operator.wait_woken(before, "ExternalSecretsManager")
+    repaired = await kube.request("GET", OPERATOR_OBJECTS[0])
+    assert repaired["spec"]["endpoints"][0]["port"] == "metrics"
+
+    # The feature off: both are deleted.
+    await set_feature(kube, False)
+
+    async def deleted() -> None:
+        for path in OPERATOR_OBJECTS:
+            assert await kube.get(path) is None, path
+
+    await eventually(deleted, timeout=20)
+
+
+@pytest.mark.parametrize("platform", [False, True], ids=["user-workload", "platform"])
+async def test_policy_peers_select_the_scraping_namespace_on_the_api_server(
+        kube: Kube, platform: bool) -> None:
+    """The simulated cluster enforces no NetworkPolicy (no CNI), so this checks what a
+    network plugin would match: the namespaceSelector of each metrics peer, evaluated by the
+    API server against namespaces labelled as OpenShift labels them."""
+    for name, labels in (("openshift-monitoring", {"openshift.io/cluster-monitoring": "true"}),
+                         ("openshift-user-workload-monitoring", {}), ("apps", {})):
+        await kube.apply(f"/api/v1/namespaces/{name}", {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}}, field_manager="integration-tests")
+    cfg = effective_config(ExternalSecretsConfigSpec.model_validate({}),
+                           ExternalSecretsManagerSpec.model_validate({}),
+                           OperatorEnvironment.from_environ({}, None))
+    cfg = cfg.model_copy(update={"monitoring": cfg.monitoring.model_copy(
+        update={"platform_scraped": platform})})
+    expected = {"openshift-monitoring" if platform else "openshift-user-workload-monitoring"}
+    for obj in render_operand(cfg).objects():
+        if obj["kind"] != "NetworkPolicy":
+            continue
+        for rule in obj["spec"].get("ingress") or []:
+            for peer in rule.get("from") or []:
+                match = peer["namespaceSelector"]["matchLabels"]
+                selector = ",".join(f"{key}={value}" for key, value in match.items())
+                listing = await kube.list("/api/v1/namespaces", label_selector=selector)
+                found = {item["metadata"]["name"] for item in listing.get("items") or []}
+                assert found == expected, (obj["metadata"]["name"], selector)

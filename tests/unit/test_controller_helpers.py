@@ -595,9 +595,13 @@ KUBERNETES_SERVICE_PATH = "/api/v1/namespaces/default/services/kubernetes"
 
 
 def _no_apiserver() -> ObjectCache:
-    """A cache whose APIServer watch listed nothing: the TLS profile costs no read."""
+    """A cache whose APIServer watch listed nothing: the TLS profile costs no read; and
+    whose Namespace watch holds the operand namespace (the operator created it): its labels
+    cost no read either."""
     cache = ObjectCache()
     cache.replace(("config.openshift.io", "APIServer"), [])
+    cache.replace(("", "Namespace"), [{"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": "external-secrets"}}])
     return cache
 
 

@@ -65,8 +65,9 @@ def test_a_service_monitor_per_metrics_service_and_the_rule() -> None:
         assert "metrics" in {port["name"] for port in selected[0]["spec"]["ports"]}
     alerts = {rule["alert"] for rule in
               objects["PrometheusRule/external-secrets"]["spec"]["groups"][0]["rules"]}
-    assert alerts == {"ExternalSecretsDeploymentUnavailable", "ExternalSecretSyncFailing",
-                      "ExternalSecretsOperatorPassesFailing"}
+    # The operator's own alert is in the operator's namespace (its PrometheusRule), where a
+    # namespace-enforcing scraper can match the operator's series.
+    assert alerts == {"ExternalSecretsDeploymentUnavailable", "ExternalSecretSyncFailing"}
 
 
 def test_cert_manager_replaces_the_cert_controller_monitor_and_adds_the_expiry_alert() -> None:
@@ -82,3 +83,30 @@ def test_operand_monitoring_is_a_known_feature() -> None:
         {"features": [{"name": OPERAND_MONITORING, "enabled": "true"},
                       {"name": "Other", "enabled": "true"}]})
     assert unknown_features(spec) == ("Other",)
+
+
+SCRAPED_PORTS = {"allow-api-server-egress-for-main-controller": 8080,
+                 "allow-api-server-egress-for-webhook": 8080,
+                 "allow-api-server-egress-for-cert-controller": 8080}
+
+
+def scraper_peers(cfg: EffectiveConfig) -> dict[str, list[dict[str, Any]]]:
+    """The peers each component's NetworkPolicy admits to its metrics port."""
+    policies = {obj["metadata"]["name"]: obj for obj in render_operand(cfg).objects()
+                if obj["kind"] == "NetworkPolicy"}
+    return {name: [peer for rule in policies[name]["spec"]["ingress"]
+                   if {"protocol": "TCP", "port": port} in rule.get("ports", [])
+                   for peer in rule.get("from", [])]
+            for name, port in SCRAPED_PORTS.items()}
+
+
+@pytest.mark.parametrize(("platform", "scraper"), [
+    (False, "openshift-user-workload-monitoring"), (True, "openshift-monitoring")])
+def test_metrics_ports_admit_the_prometheus_that_scrapes_the_namespace(
+        platform: bool, scraper: str) -> None:
+    cfg = config({}, None, served=False)
+    cfg = cfg.model_copy(update={"monitoring": cfg.monitoring.model_copy(
+        update={"platform_scraped": platform})})
+    for name, peers in scraper_peers(cfg).items():
+        assert peers == [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": scraper}}}], name

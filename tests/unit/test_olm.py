@@ -156,7 +156,9 @@ def test_the_monitoring_stack_may_read_metrics_and_the_operator_may_review_token
         {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     namespace, name = identity.PROMETHEUS_SERVICE_ACCOUNT
     assert shipped["ClusterRoleBinding", reader]["subjects"] == [
-        {"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        {"kind": "ServiceAccount", "name": name, "namespace": namespace},
+        {"kind": "ServiceAccount", "name": identity.METRICS_SCRAPER,
+         "namespace": identity.NAMESPACE}]
     for group, resource in (("authentication.k8s.io", "tokenreviews"),
                             ("authorization.k8s.io", "subjectaccessreviews")):
         assert {"apiGroups": [group], "resources": [resource], "verbs": ["create"]} \
@@ -177,3 +179,27 @@ def test_metrics_certificate_secret_is_requested_mounted_optional_and_named_by_t
     [endpoint] = operator_manifests.service_monitor()["spec"]["endpoints"]
     assert endpoint["scheme"] == "https"
     assert endpoint["tlsConfig"]["serverName"].startswith(f"{service['metadata']['name']}.")
+
+
+def test_the_operator_service_monitor_reads_no_file_of_the_prometheus_container() -> None:
+    """User-workload monitoring refuses ServiceMonitors that name files (bearerTokenFile,
+    tlsConfig caFile/certFile/keyFile): the token and the CA come from objects the bundle
+    ships, and the token's ServiceAccount may read /metrics."""
+    [endpoint] = operator_manifests.service_monitor()["spec"]["endpoints"]
+    files = {"bearerTokenFile", "caFile", "certFile", "keyFile"}
+    assert not files & (endpoint.keys() | endpoint["tlsConfig"].keys())
+    credentials = endpoint["authorization"]["credentials"]
+    token = operator_manifests.scraper_token()
+    assert credentials == {"name": token["metadata"]["name"], "key": "token"}
+    assert token["type"] == "kubernetes.io/service-account-token"
+    scraper = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    assert scraper == operator_manifests.scraper_service_account()["metadata"]["name"]
+    ca = endpoint["tlsConfig"]["ca"]["configMap"]
+    configmap = operator_manifests.metrics_ca()
+    assert ca == {"name": configmap["metadata"]["name"], "key": identity.SERVICE_CA_KEY}
+    assert configmap["metadata"]["annotations"] == {identity.INJECT_CA_ANNOTATION: "true"}
+    objects = yamlfile.load_all(Path("manifests/operator/rbac.yaml").read_text())
+    [binding] = [o for o in objects if o["kind"] == "ClusterRoleBinding"
+                 and o["roleRef"]["name"] == "external-secrets-operator-metrics-reader"]
+    assert {"kind": "ServiceAccount", "name": scraper, "namespace": identity.NAMESPACE} \
+        in binding["subjects"]

@@ -1,10 +1,14 @@
-"""The operand's PrometheusRule, checked by the real Prometheus tools: `promtool check rules`
-on the rendered object and `promtool test rules` (tests/promtool/alerts_test.yaml) on every
-alert, firing and not firing. promtool is built once from the pinned Prometheus module
-(hack/build-tool.sh promtool, manager/versions.py PROMETHEUS_VERSION)."""
+"""The operand's and the operator's PrometheusRules, checked by the real Prometheus tools:
+`promtool check rules` on the rendered objects and `promtool test rules` on every alert,
+firing and not firing, with series labelled as a plain Prometheus Operator labels them
+(tests/promtool/alerts_test.yaml) and as OpenShift's user-workload monitoring does
+(alerts_test_uwm.yaml, with the namespace matcher that stack adds to every selector). promtool
+is built once from the pinned Prometheus module (hack/build-tool.sh promtool,
+manager/versions.py PROMETHEUS_VERSION)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,9 +20,15 @@ import yaml
 from devcluster.cluster import ensure_tool
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
+from manager.olm import identity
 from manager.render import render_operand
+from manager.render.alerts import operator_alerts
 
 TESTS = Path(__file__).resolve().parents[1] / "promtool" / "alerts_test.yaml"
+TESTS_UWM = TESTS.with_name("alerts_test_uwm.yaml")
+OPERAND_NAMESPACE = "external-secrets"
+# A metric name and the opening brace of its selector (every selector of our rules has one).
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 CERT_MANAGER_SPEC = {"appConfig": {"certManagerConfig": {
     "enabled": "true", "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}}
 
@@ -34,6 +44,30 @@ def rendered_rule(esc: dict[str, Any]) -> dict[str, Any]:
         update={"served": True})})
     return next(obj for obj in render_operand(config).objects()
                 if obj["kind"] == "PrometheusRule")
+
+
+def operator_groups() -> list[dict[str, Any]]:
+    return [{"name": "external-secrets-operator", "rules": operator_alerts()}]
+
+
+def enforce_namespace(groups: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """`groups` as user-workload monitoring evaluates them: `namespace="<namespace>"` added
+    to every selector (as cluster-monitoring-operator's enforcedNamespaceLabel does)."""
+    return [{**group, "rules": [
+        {**rule, "expr": _SELECTOR.sub(rf'\1{{namespace="{namespace}", ', rule["expr"])}
+        for rule in group["rules"]]} for group in groups]
+
+
+def write_rules(directory: Path, *, enforced: bool) -> list[dict[str, Any]]:
+    """rules.yaml and operator-rules.yaml in `directory`; every rule written."""
+    operand = rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"]
+    operator = operator_groups()
+    if enforced:
+        operand = enforce_namespace(operand, OPERAND_NAMESPACE)
+        operator = enforce_namespace(operator, identity.NAMESPACE)
+    (directory / "rules.yaml").write_text(yaml.safe_dump({"groups": operand}))
+    (directory / "operator-rules.yaml").write_text(yaml.safe_dump({"groups": operator}))
+    return [rule for group in operand + operator for rule in group["rules"]]
 
 
 @pytest.fixture(scope="module")
@@ -66,17 +100,34 @@ def test_every_alert_has_a_summary_a_runnable_description_and_a_severity() -> No
         assert "kubectl " in alert["annotations"]["description"], alert["alert"]
 
 
-def test_rules_unit_tests_cover_every_alert(promtool: Path, tmp_path: Path) -> None:
-    rule = rendered_rule(CERT_MANAGER_SPEC)
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
-    shutil.copy(TESTS, tmp_path / "alerts_test.yaml")
-    output = run(promtool, "test", "rules", "alerts_test.yaml", cwd=tmp_path)
+def test_operator_rules_check(promtool: Path, tmp_path: Path) -> None:
+    (tmp_path / "operator-rules.yaml").write_text(yaml.safe_dump({"groups": operator_groups()}))
+    output = run(promtool, "check", "rules", "operator-rules.yaml", cwd=tmp_path)
+    assert "SUCCESS: 1 rules found" in output
+
+
+def test_the_enforced_namespace_reaches_every_selector() -> None:
+    """The emulation of user-workload monitoring itself: no selector escapes it."""
+    [group] = enforce_namespace(rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"], "x")
+    for rule in group["rules"]:
+        selectors = _SELECTOR.findall(rule["expr"])
+        assert selectors, rule["alert"]
+        assert rule["expr"].count('{namespace="x", ') == len(selectors), rule["expr"]
+
+
+@pytest.mark.parametrize(("tests", "enforced"), [(TESTS, False), (TESTS_UWM, True)],
+                         ids=["prometheus-operator", "user-workload-monitoring"])
+def test_rules_unit_tests_cover_every_alert(promtool: Path, tmp_path: Path, tests: Path,
+                                            enforced: bool) -> None:
+    rules = write_rules(tmp_path, enforced=enforced)
+    shutil.copy(tests, tmp_path / tests.name)
+    output = run(promtool, "test", "rules", tests.name, cwd=tmp_path)
     assert "SUCCESS" in output
 
-    alerts = {alert["alert"] for alert in rule["spec"]["groups"][0]["rules"]}
+    alerts = {rule["alert"] for rule in rules}
     firing: set[str] = set()
     quiet: set[str] = set()
-    for group in yaml.safe_load(TESTS.read_text())["tests"]:
+    for group in yaml.safe_load(tests.read_text())["tests"]:
         for case in group["alert_rule_test"]:
             (firing if case["exp_alerts"] else quiet).add(case["alertname"])
     assert firing == alerts, "an alert without a firing case"
