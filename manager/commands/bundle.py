@@ -15,17 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from manager.commands import command
 from manager.olm import bundle, crds, identity, rbac
 from manager.paths import REPO_ROOT
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "bundle",
-        help="generate manifests/operator/ and the OLM bundle in bundle/",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command(subparsers, "bundle", __doc__,
+                     "generate manifests/operator/ and the OLM bundle in bundle/")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when a committed file is missing or stale")
     parser.add_argument("--image", default=identity.OPERATOR_IMAGE,

@@ -21,17 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from manager.commands import add_kubeconfig, command
 from manager.gather import gather
 from manager.kube import ApiError, Kube
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "gather",
-        help="write a support bundle without secret values (must-gather)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command(subparsers, "gather", __doc__,
+                     "write a support bundle without secret values (must-gather)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("-o", "--output", type=Path, default=None,
                        help="the archive to write (default: eso-gather-<time>.tar.gz)")
@@ -40,9 +37,7 @@ def register(subparsers: Any) -> None:
                             "(the image's gather writes to /must-gather)")
     parser.add_argument("--operator-namespace", default=None,
                         help="where the operator's Deployment runs (default: found by name)")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
-                             "in-cluster service account)")
+    add_kubeconfig(parser)
     parser.set_defaults(func=run)
 
 

@@ -26,16 +26,13 @@ from typing import Any
 
 from manager import versions
 from manager.api import artefacts, core_schemas, operand_flags
+from manager.commands import command
 from manager.paths import REPO_ROOT
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "generate",
-        help="generate the CRDs and docs/api.md from the API models",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command(subparsers, "generate", __doc__,
+                     "generate the CRDs and docs/api.md from the API models")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 when a generated file is missing or stale")

@@ -15,6 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from manager import constants
+from manager.commands import add_kubeconfig, command
 from manager.commands.render import (
     InputError,
     add_spec_arguments,
@@ -28,12 +29,8 @@ ACTIONS = ("create", "change", "adopt", "delete", "wait")
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "plan",
-        help="show what applying an ExternalSecretsConfig would change (server-side dry run)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command(subparsers, "plan", __doc__, "show what applying an "
+                     "ExternalSecretsConfig would change (server-side dry run)")
     add_spec_arguments(parser,
                        esm_help="an ExternalSecretsManager to plan with (default: the live one)",
                        env_help="a variable of the operator's environment, over those of its "
@@ -41,9 +38,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--operator-namespace", default=constants.OPERATOR_NAMESPACE,
                         help="where the operator's Deployment runs, for its environment "
                              "(default: %(default)s)")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
-                        "in-cluster service account)")
+    add_kubeconfig(parser)
     parser.set_defaults(func=run)
 
 

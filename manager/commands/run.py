@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from manager.commands import add_kubeconfig
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
 from manager.leader import LEASE_NAME, LeaseTiming
 from manager.metrics import DEFAULT_METRICS_ADDR
@@ -64,9 +65,7 @@ def register(subparsers: Any) -> None:
         epilog=ENVIRONMENT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
-                        "in-cluster service account)")
+    add_kubeconfig(parser)
     parser.add_argument("--liveness", metavar="URL", default=None,
                         help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
     _add_metrics(parser)

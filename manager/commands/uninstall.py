@@ -8,6 +8,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from manager.commands import add_kubeconfig
 from manager.kube import ApiError, Kube
 from manager.uninstall import (
     UninstallPlan,
@@ -39,9 +40,7 @@ def register(subparsers: Any) -> None:
                         help="only this operand namespace (default: the ExternalSecretsConfig's "
                         "namespace if it exists, else every namespace); cluster-scoped objects "
                         "are always included")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the "
-                        "in-cluster service account)")
+    add_kubeconfig(parser)
     parser.set_defaults(func=run)
 
 
