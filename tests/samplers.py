@@ -45,6 +45,14 @@ from manager.kube import ApiError, Kube
 GONE = 410
 
 
+async def stopped(task: asyncio.Task[None] | None) -> None:
+    """Cancel a sampler's background task and wait until it has ended."""
+    assert task is not None, "the sampler was never started"
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 class SyncSampler:
     """A synced Secret `namespace/name` that must never be deleted or lose `key`."""
 
@@ -118,9 +126,7 @@ class SyncSampler:
                 f"the watch of {self} ended {self._ended - self._started:.1f} s after its start "
                 f"and {time.monotonic() - self._ended:.1f} s before the sampler was stopped, "
                 f"so it saw nothing in between: {error!r} ({self.summary()})") from error
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stopped(task)
         if expect_value is not None:
             assert expect_value in self.values, (
                 f"the watch of {self} never saw {self.key}={expect_value!r} "
@@ -262,10 +268,7 @@ class AdmissionSampler:
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await stopped(self._task)
         if self._refused_since is not None:  # still refusing at the end: the gap is open
             self._gap_ends(time.monotonic())
 

@@ -40,7 +40,7 @@ from typing import Any
 from manager.kube import ApiError, Kube
 from manager.paths import REPO_ROOT
 from tests.integration.conftest import EscHandle, wait_condition
-from tests.samplers import AdmissionFigures, AdmissionSampler, SyncSampler
+from tests.samplers import AdmissionFigures, AdmissionSampler, SyncSampler, stopped
 from tests.waiting import eventually
 
 TAIL_SECONDS = 1.0
@@ -104,10 +104,7 @@ class Recovery:
         return self
 
     async def __aexit__(self, *_: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await stopped(self._task)
         self._note_sync(await self._refresh_time(), time.monotonic())
 
     async def _refresh_time(self) -> str:
