@@ -476,6 +476,19 @@ class EscHandle:
 # --- helpers --------------------------------------------------------------------------------
 
 
+OPERATOR_NAMESPACE = "external-secrets-operator"
+
+
+async def in_operator_namespace(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the operator as the OLM Deployment does: POD_NAMESPACE set, the namespace there
+    (where its Events, own monitoring objects and Lease live)."""
+    monkeypatch.setenv("POD_NAMESPACE", OPERATOR_NAMESPACE)
+    await kube.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}",
+                     {"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": OPERATOR_NAMESPACE}},
+                     field_manager="integration-tests")
+
+
 async def wait_condition(esc: EscHandle, kind: str, status: str, timeout: float = 30.0,
                          reason: str | None = None) -> dict[str, Any]:
     async def check() -> dict[str, Any]:

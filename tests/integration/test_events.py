@@ -17,6 +17,7 @@ from manager.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,
+    OPERATOR_NAMESPACE,
     SCENARIO_NAMESPACES,
     EscHandle,
     OperatorThread,
@@ -24,11 +25,10 @@ from tests.integration.conftest import (
     UserObjects,
     esc_events,
     eventually,
+    in_operator_namespace,
     wait_condition,
     wait_installed,
 )
-
-OPERATOR_NAMESPACE = "external-secrets-operator"
 
 
 def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -48,11 +48,7 @@ async def test_events_summarise_passes_and_live_where_describe_looks(
         *, kube: Kube, cluster: Cluster, esc: EscHandle, start_operator: StartOperator,
         user_objects: UserObjects, monkeypatch: pytest.MonkeyPatch) -> None:
     namespace = SCENARIO_NAMESPACES["events"]
-    monkeypatch.setenv("POD_NAMESPACE", OPERATOR_NAMESPACE)  # as in the OLM Deployment
-    await kube.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}",
-                     {"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": OPERATOR_NAMESPACE}},
-                     field_manager="integration-tests")
+    await in_operator_namespace(kube, monkeypatch)
     operator = await start_operator()
     base = {"controllerConfig": {"namespace": namespace}}
     await esc.create(base)

@@ -22,10 +22,12 @@ from manager.render import render_operand
 from tests.integration.conftest import (
     ESM_PATH,
     MANAGED,
+    OPERATOR_NAMESPACE,
     SCENARIO_NAMESPACES,
     EscHandle,
     StartOperator,
     eventually,
+    in_operator_namespace,
     wait_condition,
 )
 
@@ -108,7 +110,6 @@ async def test_monitoring_appears_with_its_crds_and_goes_with_the_switch(
     await wait_condition(esc, "Ready", "True", timeout=30)
 
 
-OPERATOR_NAMESPACE = "external-secrets-operator"
 MONITORING_IN_OPERATOR_NAMESPACE = f"/apis/monitoring.coreos.com/v1/namespaces/{OPERATOR_NAMESPACE}"
 OPERATOR_MONITORS = f"{MONITORING_IN_OPERATOR_NAMESPACE}/servicemonitors"
 OPERATOR_RULES = f"{MONITORING_IN_OPERATOR_NAMESPACE}/prometheusrules"
@@ -140,11 +141,7 @@ async def test_the_operators_own_monitoring_and_a_feature_without_effect_in_stat
         monkeypatch: pytest.MonkeyPatch) -> None:
     """No ESC is needed: the operator's own ServiceMonitor and PrometheusRule follow the
     ESM's feature and the monitoring API alone."""
-    monkeypatch.setenv("POD_NAMESPACE", OPERATOR_NAMESPACE)  # as in the OLM Deployment
-    await kube.apply(f"/api/v1/namespaces/{OPERATOR_NAMESPACE}",
-                     {"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": OPERATOR_NAMESPACE}},
-                     field_manager="integration-tests")
+    await in_operator_namespace(kube, monkeypatch)
     operator = await start_operator()
     await set_feature(kube, True)
 
