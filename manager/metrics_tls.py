@@ -24,6 +24,7 @@ import os
 import re
 import ssl
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -55,7 +56,9 @@ def apply_policy(context: ssl.SSLContext, minimum: ssl.TLSVersion, ciphers: str)
             context.set_ciphers(ciphers)  # first: it raises without changing anything
         except ssl.SSLError as error:
             raise ValueError(f"no TLS 1.2 cipher in {ciphers!r}: {error}") from error
-    context.minimum_version = minimum
+    with warnings.catch_warnings():  # TLS 1.0 and 1.1 are deprecated; the Old profile asks
+        warnings.simplefilter("ignore", DeprecationWarning)  # for them all the same
+        context.minimum_version = minimum
 
 
 def fingerprint(pem: bytes) -> str:
