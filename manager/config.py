@@ -840,8 +840,12 @@ def with_api_server_addresses(config: EffectiveConfig,
 def _checked_proxy(proxy: ProxyConfig, path: str) -> ProxyConfig:
     """The CRD's URL rule, for `render` and objects stored before it existed. The
     environment's proxy is OLM's copy of the cluster proxy, which OpenShift validates."""
-    for field, value in (("httpProxy", proxy.http_proxy), ("httpsProxy", proxy.https_proxy)):
-        problem = kube_values.proxy_url_problem(value) if value else None
+    for field, value in (("httpProxy", proxy.http_proxy), ("httpsProxy", proxy.https_proxy),
+                         ("noProxy", proxy.no_proxy)):
+        if value and kube_values.has_control_character(value):
+            raise ConfigError(f"{path}.{field}", "must not contain control characters such as "
+                                                  "newlines or tabs")
+        problem = kube_values.proxy_url_problem(value) if value and field != "noProxy" else None
         if problem is not None:
             raise ConfigError(f"{path}.{field}", problem)
     return proxy
@@ -1057,6 +1061,10 @@ def _controller_tuning(controller: ControllerConfig | None) -> ControllerTuning:
         if nanoseconds <= 0:
             raise ConfigError(field, "must be longer than zero, e.g. '5m'")
         interval = kube_values.format_go_duration(nanoseconds)
+    if (tuning.client_qps is not None and tuning.client_burst is not None
+            and tuning.client_burst < tuning.client_qps):
+        raise ConfigError(f"{component[1] if component else ''}.tuning.clientBurst",
+                          "clientBurst must be at least clientQPS")
 
     def flag(value: str | None) -> bool | None:
         return None if value is None else value == "true"

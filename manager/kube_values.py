@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from manager.api.patterns import (
+    CONTROL_CHARACTER,
     DNS_LABEL,
     DNS_SUBDOMAIN,
     GO_DURATION,
@@ -55,6 +56,10 @@ def _join(path: str, key: str | int) -> str:
 
 # The schemes Go's HTTP proxy support (the operand's) understands.
 PROXY_SCHEMES = ("http", "https", "socks5")
+
+
+def has_control_character(value: str) -> bool:
+    return re.search(CONTROL_CHARACTER, value) is not None
 
 
 def proxy_url_problem(value: str) -> str | None:

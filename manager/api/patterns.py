@@ -21,6 +21,9 @@ LABEL_VALUE = rf"({QUALIFIED_NAME_PART})?"
 # A Go time.Duration as metav1.Duration parses it (no sign: negative intervals make no sense).
 GO_DURATION = r"([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+"
 
+# A control character: never part of a proxy URL or list (the CEL rule and the run-time check).
+CONTROL_CHARACTER = r"[\x00-\x1f\x7f]"
+
 # Label keys the operator sets itself (selectors, RBAC aggregation); users may not set them.
 RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "external-secrets.io/",
                            "rbac.authorization.k8s.io/")

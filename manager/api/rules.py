@@ -417,6 +417,7 @@ DURATION = (
 # (a pasted newline, a tab) is never part of a proxy URL or a no-proxy list.
 PROXY_VALUE = (
     Rule(
+        # Unanchored (matches anywhere), so not patterns.cel(patterns.CONTROL_CHARACTER).
         rule=r"!self.matches('[\\x00-\\x1f\\x7f]')",
         message="must not contain control characters such as newlines or tabs",
         origin="added",

@@ -617,3 +617,20 @@ def test_declared_policies_replace_the_default_egress_of_their_component() -> No
     default = config()
     assert [(p.name, p.component, p.egress) for p in default.egress_policies] == [
         ("allow-provider-egress-for-main-controller", "controller", ({},))]
+
+
+# --- rules the CRD checks, checked again for render and objects stored before them ---------
+
+
+@pytest.mark.parametrize("proxy", [{"httpProxy": "http://proxy:3128\n"},
+                                   {"noProxy": "a.example\tb.example"}])
+def test_a_proxy_with_a_control_character_is_refused(proxy: dict[str, str]) -> None:
+    error = config_error(app(proxy=proxy))
+    assert error.field == f"spec.appConfig.proxy.{next(iter(proxy))}"
+    assert "control characters" in error.message
+
+
+def test_a_client_burst_below_the_qps_is_refused() -> None:
+    error = config_error(components({"componentName": "ExternalSecretsCoreController",
+                                     "tuning": {"clientQPS": 50, "clientBurst": 10}}))
+    assert error.field == "spec.controllerConfig.componentConfigs[0].tuning.clientBurst"
