@@ -4,14 +4,16 @@
                        return; print the KUBECONFIG export; with --olm, start OLM
                        (devcluster/olm.py) instead of installing the CRDs; with
                        --openshift, serve OpenShift's config API (APIServer, Proxy and
-                       their `cluster` objects) too
+                       their `cluster` objects) too (before OLM starts); --olm-interval
+                       as for olm
     env --dir DIR      print the KUBECONFIG export of a running one
     down --dir DIR     stop it and remove DIR
     run -- CMD...      start one in a temporary directory with every CRD the operator needs
                        (its own and the operand's), run CMD with KUBECONFIG set and kubectl
                        on PATH, stop it
     runner --dir DIR   the pod runner of the cluster in DIR (started by `up` and `run`)
-    olm --dir DIR      OLM's processes of the cluster in DIR (started by `up --olm`)
+    olm --dir DIR      OLM's processes of the cluster in DIR (started by `up --olm`);
+                       --olm-interval: olm-operator's wake-up interval (its default: 5m)
     catalog --dir DIR SOURCE...
                        serve OLM a catalog of the releases in these source trees (oldest
                        first; devcluster/catalog.py), replacing the one it serves
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--olm", action="store_true", help="for up: start OLM too")
     parser.add_argument("--openshift", action="store_true",
                         help="for up: serve OpenShift's config API (config.openshift.io/v1)")
+    parser.add_argument("--olm-interval", default=None,
+                        help="for up and olm: olm-operator's --interval (e.g. 15s; default 5m)")
     parser.add_argument("command", nargs="*",
                         help="for run: the command to run; for catalog: the source trees")
     args = parser.parse_intermixed_args(argv)
@@ -72,7 +76,8 @@ def up(args: argparse.Namespace) -> int:
         print(f"already running (state in {args.dir}); `down` first", file=sys.stderr)
         return env(args)
     controlplane.require_loopback_only_network()
-    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm, openshift=args.openshift)
+    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm, openshift=args.openshift,
+                               olm_interval=args.olm_interval)
     cluster.start()
     if not args.olm:  # with OLM, the CRDs come from the bundle
         crds.install(cluster.api, crds.all_crds())
@@ -156,7 +161,7 @@ def olm_host(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
-        olm.host(args.dir, _admin(args.dir).address, stop)
+        olm.host(args.dir, _admin(args.dir).address, stop, args.olm_interval)
     return 1 if not stop.is_set() else 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from devcluster import crds, olm, podlogs
+from devcluster import crds, egress, olm, podlogs
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError
 from devcluster.controlplane import (
@@ -99,7 +99,11 @@ class SimulatedCluster:
     olm: bool = False
     """Run OLM too (olm.py): its CRDs, olm-operator, catalog-operator, a catalog server."""
     openshift: bool = False
-    """Serve OpenShift's config API too (crds.install_openshift_config)."""
+    """Serve OpenShift's config API too (crds.install_openshift_config), before OLM starts:
+    olm-operator looks for it once at its start (then it injects the cluster proxy)."""
+    olm_interval: str | None = None
+    """olm-operator's wake-up interval (`--interval`; OLM's default 5m): how soon it applies
+    a change of the cluster proxy to the Deployments of its CSVs."""
     pod_cidr: str = POD_CIDR
     """Pod addresses; two clusters in one network namespace need different ones."""
     plane: LocalControlPlane = field(init=False)
@@ -119,6 +123,14 @@ class SimulatedCluster:
     @property
     def images_file(self) -> Path:
         return self.workdir / "images.json"
+
+    def add_egress(self, address: tuple[str, int], target: tuple[str, int]) -> None:
+        """Pods started from now on reach `target` (in this network namespace) at `address`."""
+        egress.add(self.workdir, address, target)
+
+    def remove_egress(self, address: tuple[str, int]) -> None:
+        """Pods started from now on no longer get `address`."""
+        egress.remove(self.workdir, address)
 
     def start(self, timeout: float = 60.0) -> None:
         started = time.monotonic()
@@ -144,8 +156,9 @@ class SimulatedCluster:
         """Install and start OLM; return when its operators are working."""
         started = time.monotonic()
         olm.install(self.api, self.images_file)
+        interval = ["--olm-interval", self.olm_interval] if self.olm_interval else []
         self.plane.spawn("olm", [sys.executable, "-m", "devcluster", "olm",
-                                 "--dir", str(self.workdir)])
+                                 "--dir", str(self.workdir), *interval])
         olm.wait_working(self.api, self._check_processes, started + timeout)
         logger.info("OLM working in %.1f s", time.monotonic() - started)
 

@@ -10,7 +10,9 @@ No interface connects that namespace to anything; the runner relays TCP instead:
   connection to the same address inside the pod's namespace. Services, the API server's
   webhook calls and the runner's probes reach the pod this way;
 - outbound: inside the pod's namespace the runner listens on the API server's loopback
-  address and relays to the real API server, so in-cluster clients work unchanged.
+  address and relays to the real API server, so in-cluster clients work unchanged; and on
+  each egress address a test declared (a proxy outside the cluster, say), relayed to where
+  the test listens in the cluster's namespace.
 
 Nothing else leaves a pod, and no packet can leave the machine: every namespace involved has
 `lo` as its only interface.
@@ -127,6 +129,8 @@ class PodNetwork:
     api: tuple[str, int]  # the API server's loopback address
     service: tuple[str, int] | None = None
     """The `kubernetes` Service's ClusterIP and port, relayed to `api` inside the pod."""
+    egress: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    """Addresses inside the pod relayed to addresses of the cluster's namespace."""
     pause: subprocess.Popen[bytes] | None = None
     namespace_fd: int = -1
     _listeners: list[socket.socket] = field(default_factory=list)
@@ -139,6 +143,7 @@ class PodNetwork:
     def start(self) -> None:
         """Create the namespace (lo up, with the pod IP) and the relay to the API server."""
         addresses = [ip for ip in (self.pod_ip, self.service and self.service[0]) if ip]
+        addresses += sorted({ip for ip, _ in self.egress} - {*addresses, "127.0.0.1"})
         address = "".join(f"ip addr add {ip}/32 dev lo && " for ip in addresses)
         script = (f"ip link set lo up && {address}echo up && exec sleep infinity >/dev/null")
         self.pause = subprocess.Popen(
@@ -152,6 +157,8 @@ class PodNetwork:
         self._relay(_listen(self.api, self.namespace_fd), self.api, None)
         if self.service is not None:  # as kube-proxy would: ClusterIP -> the API server
             self._relay(_listen(self.service, self.namespace_fd), self.api, None)
+        for inside_pod, target in self.egress.items():
+            self._relay(_listen(inside_pod, self.namespace_fd), target, None)
 
     def expose(self, port: int) -> None:
         """Relay `<podIP>:port` of the cluster's namespace into the pod."""

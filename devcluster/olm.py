@@ -133,9 +133,11 @@ def _read(path: Path) -> str:
 # --- the host process -----------------------------------------------------------------------
 
 
-def host(state_dir: Path, api: tuple[str, int], stop: threading.Event) -> None:
+def host(state_dir: Path, api: tuple[str, int], stop: threading.Event,
+         interval: str | None = None) -> None:
     """Run OLM's processes in their network namespace, reaching the API server at `api`,
-    until `stop` (or one of them exits)."""
+    until `stop` (or one of them exits). `interval`: olm-operator's wake-up interval, its
+    resync of every CSV (which is when it sees a change of the cluster proxy)."""
     kubeconfig = state_dir / "kubeconfig"
     olm_bin, opm_bin = binaries()
     network = PodNetwork(None, api)
@@ -151,7 +153,8 @@ def host(state_dir: Path, api: tuple[str, int], stop: threading.Event) -> None:
 
     try:
         common = ["--namespace", NAMESPACE, "--writeStatusName", ""]
-        start("olm-operator", [str(olm_bin / "olm"), *common],
+        resync = ["--interval", interval] if interval else []
+        start("olm-operator", [str(olm_bin / "olm"), *common, *resync],
               OPERATOR_NAMESPACE=NAMESPACE, OPERATOR_NAME="olm-operator")
         start("catalog-operator", [
             str(olm_bin / "catalog"), *common, "--util-image", UTIL_IMAGE,

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from devcluster import egress
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
 from devcluster.controlplane import KUBERNETES_SERVICE
@@ -392,7 +393,7 @@ class PodSupervisor(threading.Thread):
         self.directory = runner.state_dir / "pods" / pod_dir
         self.volumes = Volumes(runner.api, pod, self.directory / "volumes")
         self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port),
-                                  KUBERNETES_SERVICE)
+                                  KUBERNETES_SERVICE, egress.load(runner.state_dir))
         self._exposed: set[int] = set()
         self.init_containers = [Container(c, init=True)
                                 for c in pod["spec"].get("initContainers") or []]

@@ -7,7 +7,11 @@
 #                                   from the bundle; docs/olm.md)
 #   hack/local-cluster.sh up --openshift
 #                                   the same, serving OpenShift's config API too (APIServer
-#                                   and Proxy, with their `cluster` objects)
+#                                   and Proxy, with their `cluster` objects); with --olm too,
+#                                   before OLM starts, so that OLM injects the cluster proxy
+#   hack/local-cluster.sh up --olm --olm-interval 15s
+#                                   olm-operator's wake-up interval (default 5m): how soon
+#                                   it applies a change of the cluster proxy
 #   hack/local-cluster.sh catalog RELEASE...
 #                                   (with --olm) serve OLM a catalog of these releases, oldest
 #                                   first: `previous` (the previous release, checked out into
@@ -29,7 +33,7 @@ BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh" 2>/dev/null)
 bash "$ROOT/hack/build-tool.sh" kwok >/dev/null
 bash "$ROOT/hack/build-tool.sh" external-secrets >/dev/null
 bash "$ROOT/hack/fetch-crds.sh" >/dev/null
-if [ "${1:-}" = up ] && [ "${2:-}" = --olm ]; then
+if [ "${1:-}" = up ] && [[ " ${*:2} " == *" --olm "* ]]; then
   bash "$ROOT/hack/build-tool.sh" olm >/dev/null
   bash "$ROOT/hack/build-tool.sh" opm >/dev/null
 fi
@@ -42,7 +46,7 @@ case "${1:-}" in
   up)
     ip netns list | grep -qw "$NETNS" || ip netns add "$NETNS"
     ip netns exec "$NETNS" ip link set lo up
-    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m devcluster up --dir "$STATE_DIR" ${2:+"$2"}
+    KUBE_BINS_DIR=$BIN_DIR in_ns "$PY" -m devcluster up --dir "$STATE_DIR" "${@:2}"
     echo "use it with: $0 exec kubectl get ns   (kubectl: $BIN_DIR/kubectl)"
     ;;
   catalog)
@@ -77,5 +81,5 @@ case "${1:-}" in
       PYTHONPATH="$ROOT" "$PY" -m devcluster down --dir "$STATE_DIR"
     fi
     ;;
-  *) echo "usage: $0 up [--olm|--openshift]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--olm] [--openshift] [--olm-interval D]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
 esac

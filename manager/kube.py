@@ -116,7 +116,10 @@ class Kube:
         """The response (to be released by the caller); after a 401 the credentials are
         fetched again and the request is sent once more."""
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
+            # Never the environment's proxy: HTTP(S)_PROXY is the cluster-wide proxy OLM
+            # injects for the operand, not a way to the API server (only a kubeconfig's
+            # proxy-url is). aiohttp's default, stated so that it stays.
+            self._session = aiohttp.ClientSession(trust_env=False)
         data = None if body is None else json.dumps(body).encode()
         metrics.record_request(method, path, content_type, query)
         for attempt in (1, 2):

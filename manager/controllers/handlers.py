@@ -44,6 +44,7 @@ async def connection_info(credentials: Credentials) -> kopf.ConnectionInfo:
         certificate_data=certificate.certificate if certificate else None,
         private_key_data=certificate.key if certificate else None,
         proxy_url=credentials.proxy,
+        trust_env=False,  # as our client (kube.py): the environment's proxy is the operand's
         expiration=(datetime.fromtimestamp(expires, UTC)
                     if expires is not None and expires != float("inf") else None),
     )

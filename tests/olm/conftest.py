@@ -9,6 +9,14 @@ arguments, environment and ServiceAccount token: only the permissions its CSV gr
 the operand. The cluster is fresh so that nothing but the bundle provides the CRDs and the
 RBAC: whatever the bundle lacks fails these tests.
 
+A module that sets `OPENSHIFT = True` gets its cluster in the simulated cluster's OpenShift
+mode: OpenShift's config API (APIServer, Proxy and their `cluster` objects) is served before
+OLM starts, because olm-operator looks for it once, at its start, and only then reads the
+cluster proxy (`proxies.config.openshift.io/cluster`, its status) into the Deployments of the
+CSVs. olm-operator applies a change of that proxy when it next checks each CSV, at its
+wake-up interval (`--interval`, 5 min by default, with 20 % jitter); such a cluster runs it
+with OPENSHIFT_OLM_INTERVAL, so a test sees the change within seconds.
+
 On an existing cluster (USE_EXISTING_CLUSTER=1) these tests are skipped: they need images
 the simulated cluster maps to local source trees (a real cluster would need the bundle and
 operator images in a registry; docs/olm.md).
@@ -50,6 +58,7 @@ from tests.waiting import eventually
 
 # Away from the session cluster's pod addresses: both may run at once in this namespace.
 POD_CIDR = "10.245.0.0/16"
+OPENSHIFT_OLM_INTERVAL = "15s"
 NAMESPACE = identity.NAMESPACE
 OPERATORS = "/apis/operators.coreos.com"
 CSVS = f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/clusterserviceversions"
@@ -222,9 +231,13 @@ def olm_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def olm_cluster(olm_workdir: Path) -> AsyncIterator[OlmCluster]:
+async def olm_cluster(olm_workdir: Path, request: pytest.FixtureRequest,
+                      ) -> AsyncIterator[OlmCluster]:
     controlplane.require_loopback_only_network()
-    simulated = SimulatedCluster(olm_workdir / "cluster", olm=True, pod_cidr=POD_CIDR)
+    openshift = bool(getattr(request.module, "OPENSHIFT", False))
+    simulated = SimulatedCluster(olm_workdir / "cluster", olm=True, pod_cidr=POD_CIDR,
+                                 openshift=openshift,
+                                 olm_interval=OPENSHIFT_OLM_INTERVAL if openshift else None)
     started = time.monotonic()
     await asyncio.to_thread(simulated.start)
     kube = Kube.connect(simulated.kubeconfig)
