@@ -133,6 +133,7 @@ class OperatorRuntime:
         logger.info("action=start %s", fields({"operandNamespace": _operand_namespace(esc),
                                                 **identity}))
         logger.info("action=settings %s", fields(settings))
+        self.reconciler.gate.announce()
         try:  # before any pass: what the operator's own servers start with
             self._follow(await self.reconciler.facts.tls_profile())
         except ApiError as error:  # the first pass reads it again

@@ -90,6 +90,9 @@ class UpgradeGate:
         self.stored_versions = StoredVersions(kube)
         self._published: Gate | None = None  # what the object says, as far as we know
         self._said: str | None = None  # the last problem logged (each is logged once)
+
+    def announce(self) -> None:
+        """Say once, after the start-up lines, when the gate is off."""
         if self._name is None:
             logger.info("action=upgrade-gate result=inactive reason=%r",
                         f"no {OPERATOR_CONDITION_VARIABLE} (not installed by OLM)")
