@@ -113,9 +113,12 @@ update-golden: venv
 bench: venv prereqs
 	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) bench/run.py
 
+# BASE_IMAGE=local: a base made from Debian packages (no registry needed); any other value
+# is the base image to build on, e.g. the Dockerfile's default (UBI 9, Python 3.11).
+BASE_IMAGE ?= local
 image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	IMG=$(IMG) BASE_IMAGE=$(BASE_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/build-image.sh
 
 bundle-image: bundle
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make bundle-image needs podman or docker"; exit 1; }
