@@ -35,7 +35,8 @@ help:
 	@echo "make bundle        regenerate bundle/ and validate it with the operator-framework"
 	@echo "make bench         measure speed and footprint (bench/results, docs/performance.md)"
 	@echo "make bench-disruption  the disruption figures (bench/results/disruption.json, docs/resilience.md)"
-	@echo "make image         build the operator image (podman or docker)"
+	@echo "make image         build the operator image (podman or docker; BASE_IMAGE=local or a base)"
+	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
@@ -60,8 +61,19 @@ prereqs:
 	bash hack/build-tool.sh opm >/dev/null
 	bash hack/upgrade-test.sh venv >/dev/null
 
+# The operator image for tests/images, built (outside the network namespace: the wheels and
+# the base need the package indexes) wherever podman is installed; elsewhere those tests skip.
 test: venv prereqs
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image CONTAINER_TOOL=podman; \
+	else echo "podman is not installed: tests/images will skip"; fi
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The image smoke test alone (tests/images): `make image`, then the image run as the
+# Deployment runs it, against the simulated cluster.
+.PHONY: test-images
+test-images: venv prereqs
+	$(MAKE) --no-print-directory image CONTAINER_TOOL=podman
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/images $(PYTEST_ARGS)
 
 test-unit: venv
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
