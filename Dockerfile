@@ -19,6 +19,7 @@ ARG BASE_IMAGE=registry.access.redhat.com/ubi9/python-311:latest
 # the wheels stay out of the image and any changed wheel rebuilds the layer.
 FROM ${BASE_IMAGE} AS install
 ARG VERSION=0.2.0
+LABEL io.external-secrets-operator.stage=install
 USER 0
 COPY wheels /tmp/wheels
 RUN openssl version >/dev/null \

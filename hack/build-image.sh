@@ -68,18 +68,33 @@ context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 mkdir "$context/wheels" "$context/hack"
 cp "$wheels"/*.whl "$context/wheels/"
-"$PY" -m pip wheel --quiet --no-deps --no-index --find-links "$wheels" \
+# Fixed zip timestamps: the same tree gives the same wheel, so an unchanged tree reuses
+# every cached layer.
+SOURCE_DATE_EPOCH=315532800 "$PY" -m pip wheel --quiet --no-deps --no-index --find-links "$wheels" \
   --wheel-dir "$context/wheels" "$REPO" >&2
 rm -rf "$REPO/build"  # setuptools' scratch directory
 cp hack/gather "$context/hack/gather"
+find "$context" -exec touch -h -d @315532800 {} +  # the layer cache compares times too
 
 if [ "$BASE_IMAGE" = local ]; then
   BASE_IMAGE=$(hack/base-image.sh)
 fi
 log "building $IMG from $BASE_IMAGE with $(basename "$TOOL")"
 build_start=$SECONDS
-"$TOOL" build --network=none --build-arg "BASE_IMAGE=$BASE_IMAGE" \
-  --build-arg "VERSION=$VERSION" -t "$IMG" -f "$REPO/Dockerfile" "$context" >&2
+previous=$("$TOOL" image inspect --format '{{.Id}}' "$IMG" 2>/dev/null || true)
+build=("$TOOL" build --network=none --build-arg "BASE_IMAGE=$BASE_IMAGE"
+       --build-arg "VERSION=$VERSION" -f "$REPO/Dockerfile")
+# The install stage under a tag of its own: the layer cache of the next build.
+"${build[@]}" --target install -t localhost/eso-operator-install:cache "$context" >&2
+"${build[@]}" -t "$IMG" "$context" >&2
+# What earlier builds left behind: the image the tag named before, and install stages no
+# tag names any more (only ours carry the stage label).
+current=$("$TOOL" image inspect --format '{{.Id}}' "$IMG")
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+  "$TOOL" rmi "$previous" >/dev/null 2>&1 || true  # still tagged or used elsewhere: kept
+fi
+"$TOOL" image prune --force --filter label=io.external-secrets-operator.stage=install \
+  >/dev/null 2>&1 || true
 "$TOOL" image inspect --format "{{.Id}} {{.Size}}" "$IMG" | {
   read -r id size
   log "built in $((SECONDS - build_start)) s ($((SECONDS - start)) s in all)"
