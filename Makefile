@@ -37,6 +37,7 @@ help:
 	@echo "make bench-disruption  the disruption figures (bench/results/disruption.json, docs/resilience.md)"
 	@echo "make image         build the operator image (podman or docker; BASE_IMAGE=local or a base)"
 	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
+	@echo "make push-images   operator, bundle and catalog images, by digest, to a loopback registry"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
@@ -131,6 +132,13 @@ BASE_IMAGE ?= local
 image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
 	IMG=$(IMG) BASE_IMAGE=$(BASE_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/build-image.sh
+
+# The operator, bundle and catalog images pushed by digest to a registry on loopback, in a
+# network namespace of their own (hack/publish-images.sh; the registry's storage stays in
+# ~/.cache/eso-operator/registry); prints the three references.
+.PHONY: push-images
+push-images: image
+	$(NETNS_RUN) env IMG=$(IMG) hack/publish-images.sh
 
 bundle-image: bundle
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make bundle-image needs podman or docker"; exit 1; }
