@@ -132,14 +132,24 @@ def test_help_and_render_need_no_network_and_no_writable_root(tool: str) -> None
     assert {"Deployment", "ValidatingWebhookConfiguration", "Service"} <= kinds, kinds
 
 
+ESM = "/apis/operator.openshift.io/v1alpha1/externalsecretsmanagers/cluster"
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def smoke_namespace(kube: Kube) -> AsyncIterator[str]:
+    """The container's namespace; afterwards the session's cluster is left as found (the
+    operator creates ExternalSecretsManager/cluster at start when there is none)."""
     await install_crds(kube, load_crds(CRDS_DIR), field_manager=FIELD_MANAGER)
+    esm_before = await kube.get(ESM)
     await kube.apply(f"/api/v1/namespaces/{NAMESPACE}", {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         field_manager=FIELD_MANAGER)
     yield NAMESPACE
     await kube.delete(f"/api/v1/namespaces/{NAMESPACE}")
+    if esm_before is None:
+        esm = await kube.get(ESM)
+        if esm is not None:
+            await kube.delete(ESM, uid=esm["metadata"]["uid"])
 
 
 class Container:
