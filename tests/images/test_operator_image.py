@@ -109,9 +109,11 @@ def test_cmd_and_exposed_ports_are_the_deployments(image_config: dict[str, Any])
     assert image_config["User"] == "1001"
 
 
-def run_once(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([tool, "run", "--rm", "--network=none", *limits(),
-                           "--read-only", f"--user={USER}", "--passwd=false", IMAGE, *args],
+def run_once(tool: str, *args: str, entrypoint: str | None = None,
+             ) -> subprocess.CompletedProcess[str]:
+    replaced = [f"--entrypoint={entrypoint}"] if entrypoint else []
+    return subprocess.run([tool, "run", "--rm", "--network=none", *limits(), "--read-only",
+                           f"--user={USER}", "--passwd=false", *replaced, IMAGE, *args],
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -122,6 +124,10 @@ def test_help_and_render_need_no_network_and_no_writable_root(tool: str) -> None
     assert "usage: python -m manager" in result.stdout
     for command in ("run", "render", "gather"):
         assert command in result.stdout
+    # The must-gather entry point (`oc adm must-gather --image=IMAGE` runs it).
+    gather = run_once(tool, "--help", entrypoint="/usr/bin/gather")
+    assert gather.returncode == 0, gather.stderr
+    assert "usage: python -m manager gather" in gather.stdout
     render = subprocess.run(
         [tool, "run", "--rm", "--network=none", *limits(), "--read-only", f"--user={USER}",
          "--passwd=false", f"--volume={REPO_ROOT / 'samples'}:/samples:ro", IMAGE,
