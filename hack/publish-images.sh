@@ -64,6 +64,16 @@ push() {
   podman push --quiet --tls-verify=false --digestfile "$work/digest" "$1" "$REGISTRY/$2" >&2
   echo "$REGISTRY/${2%%:*}@$(cat "$work/digest")"
 }
+# build TAG ARGS...: podman build, then the image the tag named before is removed if unused.
+build() {
+  local tag=$1 previous
+  shift
+  previous=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
+  podman build --quiet --network=none -t "$tag" "$@" >/dev/null
+  if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$tag")" ]; then
+    podman rmi "$previous" >/dev/null 2>&1 || true
+  fi
+}
 size() { podman image inspect --format '{{.Size}}' "$1" | awk '{printf "%.1f MB", $1 / 1e6}'; }
 
 operator=$(push "$IMG" "external-secrets-operator:v$VERSION")
@@ -75,8 +85,7 @@ git ls-files -z | xargs -0 cp -P --parents -t "$work/tree"
 (cd "$work/tree" && PYTHONPATH=$work/tree "$PY" -m manager bundle --image "$operator" \
   --root "$work/tree" >/dev/null)
 bundle_tag=localhost/external-secrets-operator-bundle:v$VERSION
-podman build --quiet --network=none -f "$work/tree/bundle/bundle.Dockerfile" \
-  -t "$bundle_tag" "$work/tree/bundle" >/dev/null
+build "$bundle_tag" -f "$work/tree/bundle/bundle.Dockerfile" "$work/tree/bundle"
 bundle=$(push "$bundle_tag" "external-secrets-operator-bundle:v$VERSION")
 log "bundle image: $bundle ($(size "$bundle_tag"))"
 
@@ -97,8 +106,8 @@ csv_name=$(printf '%s' "$rendered" | python3 -c 'import json, sys; print(json.lo
 "$OPM" validate "$work/catalog/configs"
 cp "$OPM" "$work/catalog/opm"
 catalog_tag=localhost/external-secrets-operator-catalog:v$VERSION
-podman build --quiet --network=none --build-arg "BASE_IMAGE=$(hack/base-image.sh)" \
-  -f hack/catalog.Dockerfile -t "$catalog_tag" "$work/catalog" >/dev/null
+build "$catalog_tag" --build-arg "BASE_IMAGE=$(hack/base-image.sh)" -f hack/catalog.Dockerfile \
+  "$work/catalog"
 catalog=$(push "$catalog_tag" "external-secrets-operator-catalog:v$VERSION")
 log "catalog image: $catalog ($(size "$catalog_tag"))"
 

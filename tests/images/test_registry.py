@@ -1,8 +1,9 @@
 """The operator, bundle and catalog images through a registry on loopback
 (hack/publish-images.sh, devcluster/registry.py): each pushed and named by digest, the bundle's
 CSV naming the operator image's digest, the catalog naming the bundle's, and the catalog
-image serving as OLM's registry pod would run it. The registry listens only in the test's
-network namespace (hack/netns-run.sh: only `lo`)."""
+image serving as OLM's registry pod would run it. The images are pulled into a container
+store of the test's own, as a fresh node would pull them. The registry listens only in the
+test's network namespace (hack/netns-run.sh: only `lo`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,39 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
         yield running
 
 
+class Node:
+    """A container store of its own, as a fresh node's: what it runs, it pulls from the
+    registry by digest; removed whole at the end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.flags = [f"--root={directory / 'root'}", f"--runroot={directory / 'run'}",
+                      "--storage-driver=overlay"]
+
+    def podman(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["podman", *self.flags, *args], capture_output=True, text=True,
+                              check=True, timeout=timeout)
+
+    def pull(self, reference: str) -> str:
+        """Pull by digest; the image's ID."""
+        self.podman("pull", "--quiet", "--tls-verify=false", reference)
+        return self.podman("image", "inspect", "--format", "{{.Id}}", reference).stdout.strip()
+
+    def image_file(self, reference: str, path: str) -> str:
+        """A file of a pulled image (the store's mount of it)."""
+        mount = self.podman("image", "mount", reference).stdout.strip()
+        try:
+            return (Path(mount) / path.lstrip("/")).read_text()
+        finally:
+            self.podman("image", "unmount", reference)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    fresh = Node(tmp_path_factory.mktemp("node"))
+    yield fresh
+    fresh.podman("system", "reset", "--force")
+
+
 @pytest.fixture(scope="module")
 def published(registry: Registry) -> dict[str, str]:
     """operator, bundle, catalog: REGISTRY/REPOSITORY@sha256:..."""
@@ -49,41 +83,25 @@ def published(registry: Registry) -> dict[str, str]:
     return dict(zip(("operator", "bundle", "catalog"), references, strict=True))
 
 
-def image_file(reference: str, path: str) -> str:
-    """A file of a pulled image (the store's mount of it)."""
-    mount = subprocess.run(["podman", "image", "mount", reference], capture_output=True,
-                           text=True, check=True).stdout.strip()
-    try:
-        return (Path(mount) / path.lstrip("/")).read_text()
-    finally:
-        subprocess.run(["podman", "image", "unmount", reference], capture_output=True,
-                       check=False)
-
-
-def pull(reference: str) -> str:
-    """Pull by digest from the registry; the image's ID."""
-    subprocess.run(["podman", "pull", "--quiet", "--tls-verify=false", reference],
-                   capture_output=True, text=True, check=True, timeout=300)
-    return image_id(reference)
-
-
 def image_id(reference: str) -> str:
     return subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", reference],
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_each_image_is_named_by_digest(published: dict[str, str], registry: Registry) -> None:
+def test_each_image_is_named_by_digest(published: dict[str, str], registry: Registry,
+                                       node: Node) -> None:
     for name, reference in published.items():
         repository, _, digest = reference.partition("@sha256:")
         assert repository.startswith(f"{registry.address}/"), reference
         assert len(digest) == 64, (name, reference)
     # What the registry serves by that digest is the image `make image` built.
-    assert pull(published["operator"]) == image_id(IMAGE)
+    assert node.pull(published["operator"]) == image_id(IMAGE)
 
 
-def test_the_bundle_names_the_operator_image_by_digest(published: dict[str, str]) -> None:
-    pull(published["bundle"])
-    text = image_file(published["bundle"],
+def test_the_bundle_names_the_operator_image_by_digest(published: dict[str, str],
+                                                       node: Node) -> None:
+    node.pull(published["bundle"])
+    text = node.image_file(published["bundle"],
                       "manifests/external-secrets-operator.clusterserviceversion.yaml")
     csv: dict[str, Any] = yaml.safe_load(text)
     operator = published["operator"]
@@ -94,9 +112,10 @@ def test_the_bundle_names_the_operator_image_by_digest(published: dict[str, str]
         "relatedImages"]
 
 
-def test_the_catalog_names_the_bundle_by_digest_and_serves(published: dict[str, str]) -> None:
-    pull(published["catalog"])
-    documents = [json.loads(line) for line in image_file(
+def test_the_catalog_names_the_bundle_by_digest_and_serves(published: dict[str, str],
+                                                           node: Node) -> None:
+    node.pull(published["catalog"])
+    documents = [json.loads(line) for line in node.image_file(
         published["catalog"], "configs/external-secrets-operator/catalog.json").splitlines()
         if line.strip()]
     bundles = [doc for doc in documents if doc["schema"] == "olm.bundle"]
@@ -106,23 +125,21 @@ def test_the_catalog_names_the_bundle_by_digest_and_serves(published: dict[str, 
     # UID in group 0, no capabilities. Not read-only: opm takes a lock file in its cache.
     port = free_port()
     name = f"eso-catalog-smoke-{port}"
-    subprocess.run(["podman", "run", "--detach", f"--name={name}", "--network=host",
-                    *limits(), f"--user={USER}", "--passwd=false", "--cap-drop=ALL",
-                    published["catalog"], "serve", "/configs",
-                    "--cache-dir=/tmp/cache", "--pprof-addr=", f"--port={port}"],
-                   check=True, capture_output=True, timeout=60)
+    node.podman("run", "--detach", f"--name={name}", "--network=host", *limits(),
+                f"--user={USER}", "--passwd=false", "--cap-drop=ALL", published["catalog"],
+                "serve", "/configs", "--cache-dir=/tmp/cache", "--pprof-addr=",
+                f"--port={port}", timeout=60)
     try:
         deadline = time.monotonic() + 60
         while not _accepts(port):
-            state = json.loads(subprocess.run(
-                ["podman", "container", "inspect", name], capture_output=True, text=True,
-                check=True).stdout)[0]["State"]
-            assert state["Running"], _logs(name)
-            assert time.monotonic() < deadline, _logs(name)
+            state = json.loads(node.podman("container", "inspect", name).stdout)[0]["State"]
+            assert state["Running"], _logs(node, name)
+            assert time.monotonic() < deadline, _logs(node, name)
             time.sleep(0.3)
-        assert "serving registry" in _logs(name)
+        assert "serving registry" in _logs(node, name)
     finally:
-        subprocess.run(["podman", "rm", "--force", name], capture_output=True, check=False)
+        subprocess.run(["podman", *node.flags, "rm", "--force", name], capture_output=True,
+                       check=False)
 
 
 def _accepts(port: int) -> bool:
@@ -133,6 +150,6 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _logs(name: str) -> str:
-    return subprocess.run(["podman", "logs", name], stdout=subprocess.PIPE,
+def _logs(node: Node, name: str) -> str:
+    return subprocess.run(["podman", *node.flags, "logs", name], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, check=False).stdout
