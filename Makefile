@@ -35,7 +35,9 @@ help:
 	@echo "make bundle        regenerate bundle/ and validate it with the operator-framework"
 	@echo "make bench         measure speed and footprint (bench/results, docs/performance.md)"
 	@echo "make bench-disruption  the disruption figures (bench/results/disruption.json, docs/resilience.md)"
-	@echo "make image         build the operator image (podman or docker)"
+	@echo "make image         build the operator image (podman or docker; BASE_IMAGE=local or a base)"
+	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
+	@echo "make push-images   operator, bundle and catalog images, by digest, to a loopback registry"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
@@ -65,8 +67,19 @@ prereqs: prereqs-cluster
 	bash hack/build-tool.sh opm >/dev/null
 	bash hack/upgrade-test.sh venv >/dev/null
 
+# The operator image for tests/images, built (outside the network namespace: the wheels and
+# the base need the package indexes) wherever podman is installed; elsewhere those tests skip.
 test: venv prereqs
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image CONTAINER_TOOL=podman; \
+	else echo "podman is not installed: tests/images will skip"; fi
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The image smoke test alone (tests/images): `make image`, then the image run as the
+# Deployment runs it, against the simulated cluster.
+.PHONY: test-images
+test-images: venv prereqs
+	$(MAKE) --no-print-directory image CONTAINER_TOOL=podman
+	$(NETNS_RUN) $(VENV)/bin/pytest tests/images $(PYTEST_ARGS)
 
 test-unit: venv
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
@@ -118,9 +131,19 @@ update-golden: venv
 bench: venv prereqs
 	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) bench/run.py
 
+# BASE_IMAGE=local: a base made from Debian packages (no registry needed); any other value
+# is the base image to build on, e.g. the Dockerfile's default (UBI 9, Python 3.11).
+BASE_IMAGE ?= local
 image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	IMG=$(IMG) BASE_IMAGE=$(BASE_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/build-image.sh
+
+# The operator, bundle and catalog images pushed by digest to a registry on loopback, in a
+# network namespace of their own (hack/publish-images.sh; the registry's storage stays in
+# ~/.cache/eso-operator/registry); prints the three references.
+.PHONY: push-images
+push-images: image
+	$(NETNS_RUN) env IMG=$(IMG) hack/publish-images.sh
 
 bundle-image: bundle
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make bundle-image needs podman or docker"; exit 1; }

@@ -23,10 +23,11 @@ OPERAND_REPOSITORY = "ghcr.io/external-secrets/external-secrets"
 # The operand image: ENTRYPOINT ["/bin/external-secrets"], USER 65534 (its Dockerfile).
 OPERAND_ENTRYPOINT = ("/bin/external-secrets",)
 NOBODY = 65534
-# The operator image (Dockerfile): ENTRYPOINT ["python", "-m", "manager"], USER 1001, and
-# the installed package. Here the package is a source tree, mounted where the image's
-# working directory is, and the Python environment is the one running this code.
-OPERATOR_ENTRYPOINT = ("python", "-m", "manager")
+# The operator image (Dockerfile): ENTRYPOINT ["/opt/operator/bin/python", "-m", "manager"],
+# USER 1001, and the package installed in that virtualenv. Here the package is a source tree,
+# mounted at /opt/app-root/src, and the Python environment is the one running this code
+# (tests/images runs the real image).
+OPERATOR_ENTRYPOINT = ("/opt/operator/bin/python", "-m", "manager")
 OPERATOR_USER = 1001
 OPERATOR_SOURCE = "/opt/app-root/src"
 OPERATOR_PYTHON = "/opt/app-root/venv"

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import kopf
 import yaml
@@ -179,7 +180,10 @@ async def serve(options: OperatorOptions, *,
     registry = build_registry(start_runtime if elector is None else None, credentials, holder,
                               keep=frozenset(asyncio.all_tasks()))
     try:
+        # kopf's own identity would come from getpass, which raises for a UID that
+        # /etc/passwd lacks (runAsUser on a runtime that adds no entry); ours needs none.
         await kopf.operator(registry=registry, clusterwide=True, standalone=True,
+                            identity=cast(Any, identity),  # kopf's NewType of str
                             liveness_endpoint=options.liveness_endpoint,
                             stop_flag=stop_flag, ready_flag=ready_flag)
     finally:
