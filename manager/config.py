@@ -40,6 +40,7 @@ from manager.api.models import (
     ExternalSecretsConfigSpec,
     ExternalSecretsManagerSpec,
     GlobalConfig,
+    ObjectReference,
     ProxyConfig,
 )
 from manager.api.patterns import (
@@ -687,26 +688,23 @@ def _cert_manager(config: CertManagerConfig | None) -> CertManagerSettings:
     path = f"{ESC_APP}.certManagerConfig"
     if config is None:
         return CertManagerSettings()
+    # What the CRD checks whether enabled or not, checked alike (render, older objects).
+    kind = _check_issuer_ref(config.issuer_ref, f"{path}.issuerRef")
+    duration = _duration(config.certificate_duration or "8760h", f"{path}.certificateDuration")
+    renew_before = _duration(config.certificate_renew_before or "30m",
+                             f"{path}.certificateRenewBefore")
     if config.enabled != "true":
+        if renew_before >= duration:  # with it on, _check_certificate_lifetime says more
+            raise ConfigError(f"{path}.certificateRenewBefore",
+                              "must be shorter than certificateDuration")
         if config.add_injector_annotations == "true":
             raise ConfigError(f"{path}.addInjectorAnnotations",
                               "can only be 'true' when enabled is 'true'")
         return CertManagerSettings()
     issuer = config.issuer_ref
-    if issuer is None:
+    if issuer is None or kind is None:
         raise ConfigError(f"{path}.issuerRef", "is required when enabled is 'true': name the "
                                                "cert-manager Issuer or ClusterIssuer to use")
-    kind = ISSUER_KINDS.get((issuer.kind or "Issuer").lower())
-    if kind is None:
-        raise ConfigError(f"{path}.issuerRef.kind", "must be either 'Issuer' or 'ClusterIssuer'")
-    if (issuer.group or CERT_MANAGER_GROUP).lower() != CERT_MANAGER_GROUP:
-        raise ConfigError(f"{path}.issuerRef.group", "must be 'cert-manager.io'")
-    if not kube_values.is_dns_subdomain(issuer.name):
-        raise ConfigError(f"{path}.issuerRef.name", f"{issuer.name!r} is not a valid object "
-                                                    "name")
-    duration = _duration(config.certificate_duration or "8760h", f"{path}.certificateDuration")
-    renew_before = _duration(config.certificate_renew_before or "30m",
-                             f"{path}.certificateRenewBefore")
     _check_certificate_lifetime(duration, renew_before, path)
     return CertManagerSettings(
         enabled=True,
@@ -717,6 +715,20 @@ def _cert_manager(config: CertManagerConfig | None) -> CertManagerSettings:
         duration=kube_values.format_go_duration(duration),
         renew_before=kube_values.format_go_duration(renew_before),
     )
+
+
+def _check_issuer_ref(issuer: ObjectReference | None, path: str) -> str | None:
+    """The issuer's kind as cert-manager spells it; None without an issuerRef."""
+    if issuer is None:
+        return None
+    kind = ISSUER_KINDS.get((issuer.kind or "Issuer").lower())
+    if kind is None:
+        raise ConfigError(f"{path}.kind", "must be either 'Issuer' or 'ClusterIssuer'")
+    if (issuer.group or CERT_MANAGER_GROUP).lower() != CERT_MANAGER_GROUP:
+        raise ConfigError(f"{path}.group", "must be 'cert-manager.io'")
+    if not kube_values.is_dns_subdomain(issuer.name):
+        raise ConfigError(f"{path}.name", f"{issuer.name!r} is not a valid object name")
+    return kind
 
 
 def _check_certificate_lifetime(duration: int, renew_before: int, path: str) -> None:

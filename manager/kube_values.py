@@ -56,6 +56,8 @@ def _join(path: str, key: str | int) -> str:
 
 # The schemes Go's HTTP proxy support (the operand's) understands.
 PROXY_SCHEMES = ("http", "https", "socks5")
+# The characters Go's url.Parse (so CEL's isURL, and the operand) allows in user:password.
+_USERINFO = r"[A-Za-z0-9\-._~!$&'()*+,;=:%@]*"
 
 
 def has_control_character(value: str) -> bool:
@@ -69,7 +71,9 @@ def proxy_url_problem(value: str) -> str | None:
         hostname = parts.hostname
     except ValueError:
         return "is not a URL"
-    if parts.scheme.lower() not in PROXY_SCHEMES or not hostname:
+    userinfo = parts.netloc.rpartition("@")[0]
+    if parts.scheme.lower() not in PROXY_SCHEMES or not hostname or not matches(
+            _USERINFO, userinfo):
         return (f"must be a URL with a scheme ({', '.join(PROXY_SCHEMES)}) and a host, such as "
                 "'http://proxy.example.com:3128'")
     return None

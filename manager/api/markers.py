@@ -30,6 +30,12 @@ class Rule:
     message_expression: str | None = None
     """A CEL expression the API server reports instead of `message` when it evaluates
     (naming the offending value); `message` stays the fallback."""
+    run_time: str = ""
+    """Where the operator refuses the same when it reads a stored object (`render`, objects
+    stored before the rule): the functions, as `module.function` separated by commas; or
+    "admission only: " and why that is safe. A transition rule (oldSelf) needs neither:
+    only admission sees the old object. tests/unit/test_rule_policy.py holds every rule to
+    it."""
 
     def to_schema(self) -> dict[str, str]:
         entry = {"rule": self.rule, "message": self.message}

@@ -35,6 +35,7 @@ CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 
 def _label_key_rule() -> Rule:
     return Rule(
+        run_time="manager.kube_values.check_label_map",
         rule=(
             f"self.all(k, k.matches('{_LABEL_KEY}') && (k.contains('/') ? "
             "k.split('/')[0].size() <= 253 && k.split('/')[1].size() <= 63 : k.size() <= 63))"
@@ -85,10 +86,12 @@ def _way_out(message: str) -> Rule:
 # --- roots ----------------------------------------------------------------------------------
 
 ESC_SINGLETON = Rule(  # SEED
+    run_time="admission only: the operator reads only the object named cluster",
     rule="self.metadata.name == 'cluster'",
     message="ExternalSecretsConfig is a singleton, .metadata.name must be 'cluster'",
 )
 ESM_SINGLETON = Rule(  # SEED
+    run_time="admission only: the operator reads only the object named cluster",
     rule="self.metadata.name == 'cluster'",
     message="ExternalSecretsManager is a singleton, .metadata.name must be 'cluster'",
 )
@@ -161,6 +164,7 @@ CERT_CONTROLLER_RENEW_AHEAD = "2160h"
 CERT_CONTROLLER_REQUEUE_INTERVAL = "5m"
 WEBHOOK_LIFETIMES = (
     Rule(
+        run_time="manager.config._check_lookahead",
         rule=(
             f"!{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
             f"(has({_CM}.certificateRenewBefore) && "
@@ -185,6 +189,7 @@ WEBHOOK_LIFETIMES = (
         ),
     ),
     Rule(
+        run_time="manager.config._webhook_check_interval",
         rule=(
             f"{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
             f"{_CHECK_INTERVAL} + {_CHECK_INTERVAL} + duration('{LOOKAHEAD_MARGIN}') + "
@@ -209,6 +214,7 @@ WEBHOOK_LIFETIMES = (
 # from secretRef or from cert-manager; with neither it can never start.
 APPLICATION_CONFIG = (
     Rule(
+        run_time="manager.config._bitwarden",
         rule=(
             "!has(self.bitwardenSecretManagerProvider) || "
             "!has(self.bitwardenSecretManagerProvider.enabled) || "
@@ -232,10 +238,12 @@ APPLICATION_CONFIG = (
 
 CERT_MANAGER_CONFIG = (
     Rule(  # SEED
+        run_time="manager.config._cert_manager",
         rule="self.enabled != 'true' || has(self.issuerRef)",
         message="issuerRef must be provided when enabled is set to 'true'.",
     ),
     Rule(  # SEED
+        run_time="manager.config._cert_manager",
         rule=(
             "has(self.addInjectorAnnotations) && self.addInjectorAnnotations != 'false' "
             "? self.enabled != 'false' : true"
@@ -246,6 +254,7 @@ CERT_MANAGER_CONFIG = (
     # duration. The matches() guards keep duration() from failing on a malformed value (the
     # field's own rule reports that one).
     Rule(
+        run_time="manager.config._cert_manager",
         rule=(
             "!has(self.certificateDuration) || !has(self.certificateRenewBefore) || "
             f"!self.certificateDuration.matches('{_GO_DURATION}') || "
@@ -268,6 +277,7 @@ ISSUER_REF = (
     _way_out(WAY_OUT_ISSUER),
     # SEED, guarded with has(): kind and group are optional.
     Rule(
+        run_time="manager.config._cert_manager",
         rule=(
             "!has(self.kind) || self.kind.lowerAscii() == 'issuer' || "
             "self.kind.lowerAscii() == 'clusterissuer'"
@@ -277,6 +287,7 @@ ISSUER_REF = (
         note="`kind` is optional; without the guard an issuerRef without kind fails to evaluate.",
     ),
     Rule(
+        run_time="manager.config._cert_manager",
         rule="!has(self.group) || self.group.lowerAscii() == 'cert-manager.io'",
         message="group must be 'cert-manager.io'",
         origin="seed+guard",
@@ -303,6 +314,7 @@ NAMESPACE_IMMUTABLE = (
 # Added: a namespace that is not a DNS label can never be created.
 NAMESPACE_NAME = (
     Rule(
+        run_time="manager.config._namespace, manager.config._operating_namespace",
         rule=f"self.matches('{_DNS_LABEL}')",
         message=(
             "must be a valid namespace name: lowercase alphanumeric characters or '-', "
@@ -327,6 +339,7 @@ def _quoted(names: tuple[str, ...]) -> str:
 # Added: the operand's NetworkPolicies, RBAC and pruning act on the namespace it runs in.
 OPERAND_NAMESPACE_NOT_SHARED = (
     Rule(
+        run_time="manager.config._namespace",
         rule=(
             f"!(self in [{_quoted(SHARED_NAMESPACES)}]) && "
             + " && ".join(f"!self.startsWith('{prefix}')" for prefix in SYSTEM_NAMESPACE_PREFIXES)
@@ -360,6 +373,7 @@ OPERATOR_NETWORK_POLICIES = (
 
 NETWORK_POLICY_NAME = (
     Rule(
+        run_time="manager.config._egress_policies",
         rule=f"!(self in [{_quoted(OPERATOR_NETWORK_POLICIES)}])",
         message=(
             "name must not be the name of a NetworkPolicy the operator renders itself "
@@ -374,6 +388,7 @@ NETWORK_POLICY_NAME = (
 # entries with one name (for different components) would be one object.
 NETWORK_POLICIES = (
     Rule(
+        run_time="manager.config._egress_policies",
         rule="self.all(p, self.exists_one(q, q.name == p.name))",
         message=(
             "names in networkPolicies must be unique: each entry becomes a NetworkPolicy of "
@@ -390,6 +405,10 @@ NETWORK_POLICIES = (
 # Added: Secret and Issuer names are DNS subdomains; any other name can never be found.
 OBJECT_NAME = (
     Rule(
+        run_time=("admission only: the names the operator looks up itself are checked again "
+                  "(manager.config._bitwarden, manager.config._cert_manager); the others (a "
+                  "priorityClassName, the CA bundle's ConfigMap) go into objects the API server "
+                  "checks"),
         rule=f"self.matches('{_DNS_SUBDOMAIN}')",
         message=(
             "must be a valid object name: lowercase alphanumeric characters, '-' or '.', "
@@ -406,6 +425,7 @@ DURATION_MAX_LENGTH = 32
 # Added: a value metav1.Duration cannot parse makes the whole object unreadable to the operator.
 DURATION = (
     Rule(
+        run_time="manager.kube_values.parse_go_duration",
         rule=f"self.matches('{_GO_DURATION}')",
         message="must be a duration such as '30m', '1h30m' or '8760h'",
         origin="added",
@@ -417,6 +437,7 @@ DURATION = (
 # (a pasted newline, a tab) is never part of a proxy URL or a no-proxy list.
 PROXY_VALUE = (
     Rule(
+        run_time="manager.config._checked_proxy",
         # Unanchored (matches anywhere), so not patterns.cel(patterns.CONTROL_CHARACTER).
         rule=r"!self.matches('[\\x00-\\x1f\\x7f]')",
         message="must not contain control characters such as newlines or tabs",
@@ -430,6 +451,7 @@ PROXY_VALUE = (
 # host; anything else is silently ignored or fails every request to a provider.
 PROXY_URL = (
     Rule(
+        run_time="manager.config._checked_proxy",
         rule=(
             "self == '' || (isURL(self) && url(self).getScheme() in ['http', 'https', 'socks5'] "
             "&& url(self).getHostname() != '')"
@@ -448,6 +470,7 @@ PROXY_URL = (
 
 LABEL_VALUE = (
     Rule(
+        run_time="manager.kube_values.check_label_map",
         rule=f"self.matches('{_LABEL_VALUE}')",
         message=(
             "label values must be empty or consist of alphanumeric characters, '-', '_' or '.', "
@@ -463,6 +486,7 @@ NODE_SELECTOR_KEYS = (_label_key_rule(),)
 USER_LABEL_KEYS = (
     _label_key_rule(),
     Rule(
+        run_time="manager.config._checked_user_labels",
         rule=f"self.all(k, !k.matches('{_RESERVED_LABEL_KEY}'))",
         message=(
             "label keys 'app', 'app.kubernetes.io/*', 'external-secrets.io/*', "
@@ -490,6 +514,7 @@ _CONFIGMAP_KEY = patterns.cel(patterns.CONFIGMAP_KEY)
 # The reference operator's C3-C7, with the operator's own prefixes added to C7's.
 ANNOTATION_KEYS = (
     Rule(
+        run_time="manager.config._annotations",
         rule=f"self.all(key, key.matches('{_LABEL_KEY}'))",
         message=(
             "Annotation keys must consist of alphanumeric characters, '-', '_' or '.', starting "
@@ -500,17 +525,20 @@ ANNOTATION_KEYS = (
         note="The reference operator's rule (C3); the API server refuses such keys anyway.",
     ),
     Rule(
+        run_time="manager.config._annotations",
         rule="self.all(key, !key.contains('/') || key.split('/')[0].size() <= 253)",
         message="Annotation key prefix (DNS subdomain) must be no more than 253 characters",
         origin="added", note="The reference operator's rule (C4).",
     ),
     Rule(
+        run_time="manager.config._annotations",
         rule=("self.all(key, key.contains('/') ? key.split('/')[1].size() <= 63 "
               ": key.size() <= 63)"),
         message="Annotation key name part must be no more than 63 characters",
         origin="added", note="The reference operator's rule (C5).",
     ),
     Rule(
+        run_time="manager.config._annotations",
         rule=f"self.all(key, !key.matches('{_RESERVED_ANNOTATION_KEY}'))",
         message=(
             "Annotation keys containing reserved domains 'kubernetes.io/', 'openshift.io/', "
@@ -526,6 +554,7 @@ ANNOTATION_KEYS = (
 
 OVERRIDE_ENV = (
     Rule(
+        run_time="manager.config._override_env",
         rule=(f"self.all(e, !{_cel_list(patterns.RESERVED_ENV_PREFIXES)}.exists(p, "
               f"e.name.startsWith(p)) && !(e.name in {_cel_list(patterns.RESERVED_ENV_NAMES)}))"),
         message=(
@@ -544,11 +573,16 @@ _UNMANAGED_REPLICAS = ("(has(self.deploymentConfigs.manageReplicas) && "
                        "self.deploymentConfigs.manageReplicas == 'false')")
 COMPONENT_CONFIG = (
     Rule(
+        run_time=("admission only: the operator reads the tuning of ExternalSecretsCoreController "
+                  "only (manager.config._controller_tuning); another component's is never used"),
         rule="!has(self.tuning) || self.componentName == 'ExternalSecretsCoreController'",
         message="tuning can only be set for componentName ExternalSecretsCoreController",
         origin="added", note="The tuning flags are the core controller's.",
     ),
     Rule(
+        run_time=("admission only: at run time a budget for one replica is not rendered and is "
+                  "listed in status.ignoredSettings; above one replica "
+                  "manager.config._check_budget refuses it"),
         rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
               f"!has({_PDB}.minAvailable) || {_UNMANAGED_REPLICAS} || "
               f"{_PDB}.minAvailable < (has(self.deploymentConfigs.replicas) ? "
@@ -560,6 +594,7 @@ COMPONENT_CONFIG = (
               "to 1."),
     ),
     Rule(
+        run_time="manager.config._check_budget",
         rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
               f"!has({_PDB}.minAvailable) || !{_UNMANAGED_REPLICAS} || "
               f"{_PDB}.minAvailable == 0"),
@@ -618,12 +653,14 @@ OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
     f"integer, a duration such as 90s: {_OVERRIDES_DOC})")
 OVERRIDE_ARGS = (
     Rule(
+        run_time="manager.config._override_args",
         rule=f"!has(self.overrideArgs) || self.componentName != '{operand_flags.NO_OVERRIDES}'",
         message=(f"overrideArgs cannot be set for {operand_flags.NO_OVERRIDES}: the operator "
                  "cannot check its flags"),
         origin="added", note="No Go module serves bitwarden-sdk-server's source.",
     ),
     Rule(
+        run_time="manager.config._override_args",
         rule="!has(self.overrideArgs) || " + _by_component(
             lambda c: f"!self.overrideArgs.exists(a, {_owned_arg(c)})"),
         message=f"overrideArgs {OVERRIDE_ARGS_MESSAGE_OWNED}",
@@ -632,6 +669,7 @@ OVERRIDE_ARGS = (
         note="The Services, probes, certificates and typed fields depend on these flags.",
     ),
     Rule(
+        run_time="manager.config._override_args",
         rule="!has(self.overrideArgs) || " + _by_component(
             lambda c: f"!self.overrideArgs.exists(a, {_bad_arg(c)})"),
         message=f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
@@ -644,6 +682,7 @@ OVERRIDE_ARGS = (
 
 DEPLOYMENT_CONFIG = (
     Rule(
+        run_time="admission only: replicas is not read when manageReplicas is 'false'",
         rule="!has(self.manageReplicas) || self.manageReplicas == 'true' || !has(self.replicas)",
         message=("replicas cannot be set when manageReplicas is 'false' (the replicas are then "
                  "left to a HorizontalPodAutoscaler or kubectl scale)"),
@@ -653,6 +692,7 @@ DEPLOYMENT_CONFIG = (
 
 POD_DISRUPTION_BUDGET = (
     Rule(
+        run_time="manager.config._check_budget_fields",
         rule="has(self.maxUnavailable) != has(self.minAvailable)",
         message="set exactly one of maxUnavailable and minAvailable",
         origin="added", note="A PodDisruptionBudget takes one or the other.",
@@ -661,6 +701,7 @@ POD_DISRUPTION_BUDGET = (
 
 TUNING = (
     Rule(
+        run_time="manager.config._controller_tuning",
         rule=("!has(self.clientQPS) || !has(self.clientBurst) || "
               "self.clientBurst >= self.clientQPS"),
         message="clientBurst must be at least clientQPS",
@@ -670,6 +711,8 @@ TUNING = (
 
 CONFIGMAP_KEY = (
     Rule(
+        run_time=("admission only: the key goes into the pods' ConfigMap volume, which the API "
+                  "server checks when the operator applies the Deployment"),
         rule=f"self.matches('{_CONFIGMAP_KEY}')",
         message="must be a ConfigMap key: alphanumeric characters, '-', '_' or '.'",
         origin="added", note="A key no ConfigMap can hold could never be mounted.",
