@@ -84,3 +84,14 @@ class Api:
             for line in response:
                 if line.strip():
                     yield json.loads(line)
+
+
+def answers_ok(url: str, timeout: float = 1.0) -> bool:
+    """Whether a plain-HTTP endpoint (a health check, a registry) answers 200 now."""
+    if not url.startswith("http://"):
+        raise ValueError(f"not a plain-HTTP URL: {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http)
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

@@ -15,12 +15,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import IO
 
 import yaml
+
+from devcluster.api import answers_ok
 
 BINARY = "docker-registry"
 
@@ -66,11 +66,7 @@ class Registry:
         return self
 
     def answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        return answers_ok(f"http://{self.address}/v2/")
 
     @property
     def running(self) -> bool:

@@ -12,11 +12,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
+
+from devcluster.api import answers_ok
 
 
 def log_problems(log: str) -> list[str]:
@@ -74,12 +74,7 @@ class OperatorProcess:
         return self
 
     def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz",
-                                        timeout=2) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        return answers_ok(f"http://127.0.0.1:{self.port}/healthz", timeout=2)
 
     @property
     def running(self) -> bool:
