@@ -137,9 +137,10 @@ def test_every_owned_crd_is_shipped_and_every_descriptor_path_exists(
         generated: bundle.GeneratedFiles) -> None:
     shipped = {}
     for relative, content in generated.all().items():
-        document = yaml.safe_load(content) if relative.suffix == ".yaml" else None
-        if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
-            shipped[document["metadata"]["name"]] = document
+        documents = list(yaml.safe_load_all(content)) if relative.suffix == ".yaml" else []
+        for document in documents:  # manifests/operator/ files may hold several
+            if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+                shipped[document["metadata"]["name"]] = document
     owned = _csv(generated)["spec"]["customresourcedefinitions"]["owned"]
     assert {entry["name"] for entry in owned} == set(shipped)
     for entry in owned:
