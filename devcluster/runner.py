@@ -146,7 +146,10 @@ class Volumes:
             except LookupError as error:
                 self.missing = str(error)
                 return False
-            except OSError as error:
+            except (OSError, ApiError) as error:
+                if isinstance(error, ApiError) and error.status < 500 and error.status != 429:
+                    raise
+                # Unreachable, or shutting down (503) or overloaded: not the pod's problem.
                 self.missing = f"the API server cannot be reached: {error}"
                 return self.complete
             if files is not None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from devcluster import images, pods
+from devcluster.api import ApiError
 from devcluster.runner import (
     Container,
     Volumes,
@@ -173,18 +174,27 @@ def test_a_pre_stop_sleep_is_read_and_other_hooks_are_not() -> None:
 
 
 class _FlakyApi:
-    """An API server that answers until `down` is set, then refuses connections."""
+    """An API server that answers until `down` is set, then fails as `failure` says: a
+    fake, because the real one cannot be made to answer the runner's next read so on cue."""
 
     down = False
 
+    def __init__(self, failure: Exception) -> None:
+        self.failure = failure
+
     def get(self, _path: str) -> dict[str, Any] | None:
         if self.down:
-            raise ConnectionRefusedError(111, "Connection refused")
+            raise self.failure
         return {"data": {"ca.crt": "Q0E="}}
 
 
-def test_volumes_keep_their_files_while_the_api_server_is_down(tmp_path: Path) -> None:
-    api = _FlakyApi()
+@pytest.mark.parametrize("failure", [
+    ConnectionRefusedError(111, "Connection refused"),  # stopped
+    ApiError(503, "apiserver is shutting down"),  # stopping (CI emulation 10 met it)
+])
+def test_volumes_keep_their_files_while_the_api_server_is_down(tmp_path: Path,
+                                                                failure: Exception) -> None:
+    api = _FlakyApi(failure)
     volumes = Volumes(api, pod({"name": "x"}, volumes=[  # type: ignore[arg-type] (a fake Api)
         {"name": "certs", "secret": {"secretName": "tls"}}]), tmp_path)
     api.down = True
