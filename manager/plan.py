@@ -79,13 +79,12 @@ class Plan:
 async def make_plan(kube: Kube, esc_document: JsonObject, esm_document: JsonObject | None = None,
                     *, overrides: Mapping[str, str] | None = None,
                     operator_namespace: str = OPERATOR_NAMESPACE) -> Plan:
-    esc_path, esm_path = ESC_PATH, ESM_PATH
-    live_esc = await kube.get(esc_path)
-    esc = await dry_run_spec(kube, esc_path, esc_document, live_esc)
+    live_esc = await kube.get(ESC_PATH)
+    esc = await dry_run_spec(kube, ESC_PATH, esc_document, live_esc)
     esc_changes = changed_fields((live_esc or {}).get("spec") or {}, esc.get("spec") or {},
                                  ("spec",))
-    esm = (await dry_run_spec(kube, esm_path, esm_document, await kube.get(esm_path))
-           if esm_document is not None else await kube.get(esm_path) or {})
+    esm = (await dry_run_spec(kube, ESM_PATH, esm_document, await kube.get(ESM_PATH))
+           if esm_document is not None else await kube.get(ESM_PATH) or {})
     environment, source = await operator_environment(kube, operator_namespace, overrides or {})
     plan = Plan([_describe(c) for c in esc_changes] if live_esc else ["(created)"], source,
                 management_state(esc))

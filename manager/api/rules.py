@@ -651,6 +651,21 @@ OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
     f"must be --flag=value with a flag of external-secrets {operand_flags.snapshot().version} "
     "that the operator does not render, and a value of its type (true or false, an "
     f"integer, a duration such as 90s: {_OVERRIDES_DOC})")
+
+
+def _no_arg_such_that(arg: Callable[[str], str], message: str, suffix: str, note: str) -> Rule:
+    """No overrideArgs entry of the component matches `arg`; the refusal names the first."""
+    return Rule(
+        run_time="manager.config._override_args",
+        rule="!has(self.overrideArgs) || " + _by_component(
+            lambda c: f"!self.overrideArgs.exists(a, {arg(c)})"),
+        message=message,
+        message_expression=f"{_first_arg(arg)} + '{suffix}'",
+        origin="added",
+        note=note,
+    )
+
+
 OVERRIDE_ARGS = (
     Rule(
         run_time="manager.config._override_args",
@@ -659,25 +674,14 @@ OVERRIDE_ARGS = (
                  "cannot check its flags"),
         origin="added", note="No Go module serves bitwarden-sdk-server's source.",
     ),
-    Rule(
-        run_time="manager.config._override_args",
-        rule="!has(self.overrideArgs) || " + _by_component(
-            lambda c: f"!self.overrideArgs.exists(a, {_owned_arg(c)})"),
-        message=f"overrideArgs {OVERRIDE_ARGS_MESSAGE_OWNED}",
-        message_expression=f"{_first_arg(_owned_arg)} + '{OVERRIDE_ARGS_MESSAGE_OWNED}'",
-        origin="added",
-        note="The Services, probes, certificates and typed fields depend on these flags.",
-    ),
-    Rule(
-        run_time="manager.config._override_args",
-        rule="!has(self.overrideArgs) || " + _by_component(
-            lambda c: f"!self.overrideArgs.exists(a, {_bad_arg(c)})"),
-        message=f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
-        message_expression=f"{_first_arg(_bad_arg)} + '{OVERRIDE_ARGS_MESSAGE_UNKNOWN}'",
-        origin="added",
-        note=("The flags are read from the pinned release's source; a flag it lacks would "
-              "stop the container at start."),
-    ),
+    _no_arg_such_that(_owned_arg, f"overrideArgs {OVERRIDE_ARGS_MESSAGE_OWNED}",
+                      OVERRIDE_ARGS_MESSAGE_OWNED,
+                      "The Services, probes, certificates and typed fields depend on these "
+                      "flags."),
+    _no_arg_such_that(_bad_arg, f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
+                      OVERRIDE_ARGS_MESSAGE_UNKNOWN,
+                      "The flags are read from the pinned release's source; a flag it lacks "
+                      "would stop the container at start."),
 )
 
 DEPLOYMENT_CONFIG = (
