@@ -231,12 +231,12 @@ class BitwardenSettings(_Frozen):
     """cert-manager issues `bitwarden-tls-certs` (bitwarden on, no secretRef)."""
 
 
-EgressComponent = Literal["controller", "bitwarden"]
-# componentName of controllerConfig.networkPolicies -> the component whose pods it selects.
-EGRESS_COMPONENTS: dict[str, EgressComponent] = {
+EgressWorkload = Literal["controller", "bitwarden"]
+# componentName of controllerConfig.networkPolicies -> the workload whose pods it selects.
+EGRESS_WORKLOADS: dict[str, EgressWorkload] = {
     "ExternalSecretsCoreController": "controller", "BitwardenSDKServer": "bitwarden"}
-# The operator's own egress policy of each component: all egress (the providers are unknown).
-DEFAULT_EGRESS_POLICIES: dict[EgressComponent, str] = {
+# The operator's own egress policy of each workload: all egress (the providers are unknown).
+DEFAULT_EGRESS_POLICIES: dict[EgressWorkload, str] = {
     "controller": "allow-provider-egress-for-main-controller",
     "bitwarden": "allow-provider-egress-for-bitwarden-server",
 }
@@ -244,11 +244,11 @@ ALLOW_ALL_EGRESS: tuple[dict[str, Any], ...] = ({},)
 
 
 class EgressPolicy(_Frozen):
-    """One egress NetworkPolicy of a component: the default, or one the administrator
-    declared (which replace the default of that component)."""
+    """One egress NetworkPolicy of a workload: the default, or one the administrator
+    declared (which replace the default of that workload)."""
 
     name: str
-    component: EgressComponent
+    workload: EgressWorkload
     egress: tuple[dict[str, Any], ...]
 
 
@@ -302,7 +302,7 @@ class ProxySettings(_Frozen):
 Workload = Literal["controller", "webhook", "cert-controller", "bitwarden"]
 WORKLOADS: tuple[Workload, ...] = ("controller", "webhook", "cert-controller", "bitwarden")
 # controllerConfig.componentConfigs[].componentName -> the workload (Deployment) it configures.
-COMPONENT_WORKLOADS: dict[str, Workload] = {
+COMPONENT_NAME_WORKLOADS: dict[str, Workload] = {
     "ExternalSecretsCoreController": "controller", "Webhook": "webhook",
     "CertController": "cert-controller", "BitwardenSDKServer": "bitwarden"}
 
@@ -336,14 +336,14 @@ class WorkloadSettings(_Frozen):
     priority_class_name: str | None = None
 
 
-class ControllerTuning(_Frozen):
+class ControllerFlags(_Frozen):
     """Flags of the external-secrets controller; None leaves the operand's default."""
 
     concurrent: int = 1
     client_qps: int | None = None
     client_burst: int | None = None
     enable_secrets_caching: bool | None = None
-    enable_configmaps_caching: bool | None = None
+    enable_config_maps_caching: bool | None = None
     enable_managed_secrets_caching: bool | None = None
     store_requeue_interval: str | None = None
 
@@ -395,7 +395,7 @@ class EffectiveConfig(_Frozen):
     node_selector: dict[str, str] | None = None
     proxy: ProxySettings | None = None
     egress_policies: tuple[EgressPolicy, ...] = (
-        EgressPolicy(name=DEFAULT_EGRESS_POLICIES["controller"], component="controller",
+        EgressPolicy(name=DEFAULT_EGRESS_POLICIES["controller"], workload="controller",
                      egress=ALLOW_ALL_EGRESS),)
     """Egress NetworkPolicies of the components that call out (bitwarden's only while it is
     enabled)."""
@@ -415,7 +415,7 @@ class EffectiveConfig(_Frozen):
     workloads: dict[Workload, WorkloadSettings] = {
         workload: WorkloadSettings() for workload in WORKLOADS}
     """Per Deployment: componentConfigs over appConfig over globalConfig over defaults."""
-    controller_tuning: ControllerTuning = ControllerTuning()
+    controller_flags: ControllerFlags = ControllerFlags()
     webhook: WebhookSettings = WebhookSettings()
     trusted_ca: TrustedCA | None = None
     loaded_once: dict[LoadedSource, str] = {}
@@ -517,7 +517,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         annotations=_annotations(esc.controller_config),
         workloads={workload: _workload(workload, esc.controller_config, app, glob)
                    for workload in WORKLOADS},
-        controller_tuning=_controller_tuning(esc.controller_config),
+        controller_flags=_controller_flags(esc.controller_config),
         webhook=_webhook(app),
         trusted_ca=_trusted_ca(app),
     )
@@ -878,14 +878,14 @@ def _egress_policies(controller: ControllerConfig | None,
         if names.count(name) > 1:
             raise ConfigError(f"{path}[{index}].name", f"{name!r} is used twice; names must "
                                                        "be unique (each is one NetworkPolicy)")
-    components: tuple[EgressComponent, ...] = (("controller", "bitwarden") if bitwarden.enabled
-                                               else ("controller",))
+    workloads: tuple[EgressWorkload, ...] = (("controller", "bitwarden") if bitwarden.enabled
+                                              else ("controller",))
     policies: list[EgressPolicy] = []
-    for component in components:
-        mine = [EgressPolicy(name=p.name, component=component, egress=tuple(p.egress))
-                for p in declared if EGRESS_COMPONENTS[p.component_name] == component]
-        policies.extend(mine or [EgressPolicy(name=DEFAULT_EGRESS_POLICIES[component],
-                                              component=component, egress=ALLOW_ALL_EGRESS)])
+    for workload in workloads:
+        mine = [EgressPolicy(name=p.name, workload=workload, egress=tuple(p.egress))
+                for p in declared if EGRESS_WORKLOADS[p.component_name] == workload]
+        policies.extend(mine or [EgressPolicy(name=DEFAULT_EGRESS_POLICIES[workload],
+                                              workload=workload, egress=ALLOW_ALL_EGRESS)])
     return tuple(policies)
 
 
@@ -941,7 +941,7 @@ def _component_config(controller: ControllerConfig | None,
     """The componentConfigs entry of `workload`, and its path."""
     entries = (controller.component_configs if controller else None) or []
     for index, entry in enumerate(entries):
-        if COMPONENT_WORKLOADS[entry.component_name] == workload:
+        if COMPONENT_NAME_WORKLOADS[entry.component_name] == workload:
             return entry, f"{ESC_CONTROLLER}.componentConfigs[{index}]"
     return None
 
@@ -1061,11 +1061,11 @@ def unsupported_overrides(controller: ControllerConfig | None) -> tuple[str, ...
                  for arg in entry.override_args or ())
 
 
-def _controller_tuning(controller: ControllerConfig | None) -> ControllerTuning:
+def _controller_flags(controller: ControllerConfig | None) -> ControllerFlags:
     component = _component_config(controller, "controller")
     tuning = component[0].tuning if component else None
     if tuning is None:
-        return ControllerTuning()
+        return ControllerFlags()
     interval = None
     if tuning.store_requeue_interval is not None:
         field = f"{component[1] if component else ''}.tuning.storeRequeueInterval"
@@ -1081,12 +1081,12 @@ def _controller_tuning(controller: ControllerConfig | None) -> ControllerTuning:
     def flag(value: str | None) -> bool | None:
         return None if value is None else value == "true"
 
-    return ControllerTuning(
+    return ControllerFlags(
         concurrent=tuning.concurrent or 1,
         client_qps=tuning.client_qps,
         client_burst=tuning.client_burst,
         enable_secrets_caching=flag(tuning.enable_secrets_caching),
-        enable_configmaps_caching=flag(tuning.enable_config_maps_caching),
+        enable_config_maps_caching=flag(tuning.enable_config_maps_caching),
         enable_managed_secrets_caching=flag(tuning.enable_managed_secrets_caching),
         store_requeue_interval=interval,
     )

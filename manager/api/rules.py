@@ -574,7 +574,7 @@ _UNMANAGED_REPLICAS = ("(has(self.deploymentConfigs.manageReplicas) && "
 COMPONENT_CONFIG = (
     Rule(
         run_time=("admission only: the operator reads the tuning of ExternalSecretsCoreController "
-                  "only (manager.config._controller_tuning); another component's is never used"),
+                  "only (manager.config._controller_flags); another component's is never used"),
         rule="!has(self.tuning) || self.componentName == 'ExternalSecretsCoreController'",
         message="tuning can only be set for componentName ExternalSecretsCoreController",
         origin="added", note="The tuning flags are the core controller's.",
@@ -705,7 +705,7 @@ POD_DISRUPTION_BUDGET = (
 
 TUNING = (
     Rule(
-        run_time="manager.config._controller_tuning",
+        run_time="manager.config._controller_flags",
         rule=("!has(self.clientQPS) || !has(self.clientBurst) || "
               "self.clientBurst >= self.clientQPS"),
         message="clientBurst must be at least clientQPS",

@@ -12,6 +12,7 @@ from manager.controllers.crd_annotator import AnnotatorReport
 from manager.controllers.status import ControllerState
 from manager.kube import ApiError, JsonObject
 
+ESC_DELETED_REASON = "ExternalSecretsConfigDeleted"
 OBSERVED = ("ExternalSecretsManager 'cluster' is observed: its globalConfig applies to every "
             "managed object")
 LOG_LEVEL_DEFAULT = ("appConfig.logLevel is 1 whenever the ExternalSecretsConfig has an "
@@ -24,12 +25,12 @@ def _entries(esm: JsonObject) -> dict[str, JsonObject]:
     return {entry.get("name", ""): entry for entry in entries}
 
 
-def entry_message(esm: JsonObject, name: str) -> str | None:
-    entry = _entries(esm).get(name)
-    for condition in (entry or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return str(condition.get("message", ""))
-    return None
+def esc_was_deleted(esm: JsonObject) -> bool:
+    """Whether the ESC entry says the ESC was deleted while managed: what a restarted
+    operator, which never saw the ESC, keeps saying instead of "does not exist"."""
+    entry = _entries(esm).get(status.CONTROLLER_ESC)
+    return any(condition.get("type") == "Ready" and condition.get("reason") == ESC_DELETED_REASON
+               for condition in (entry or {}).get("conditions") or [])
 
 
 def previous_state(esm: JsonObject, name: str) -> ControllerState | None:

@@ -156,7 +156,7 @@ def _settings(config: EffectiveConfig, with_bitwarden: bool) -> dict[str, Any]:
     if not with_bitwarden:
         dumped["bitwarden"] = None
         dumped["egress_policies"] = [p for p in dumped["egress_policies"]
-                                     if p["component"] != "bitwarden"]
+                                     if p["workload"] != "bitwarden"]
     return dumped
 
 

@@ -505,12 +505,11 @@ class Reconciler:
                                              status.ESC_DELETED_MESSAGE, "StopManaging"))
             self._managing_uid = None
             message = status.ESC_DELETED_MESSAGE
-        else:
-            previous = esm_status.entry_message(esm, status.CONTROLLER_ESC)
-            message = (status.ESC_DELETED_MESSAGE if previous == status.ESC_DELETED_MESSAGE
+        else:  # after a restart, the ESM status is the only memory of a deletion
+            message = (status.ESC_DELETED_MESSAGE if esm_status.esc_was_deleted(esm)
                        else status.ESC_MISSING_MESSAGE)
         # Not Ready, but not Degraded either: nothing is wrong, there is nothing to manage.
-        reason = ("ExternalSecretsConfigDeleted" if message == status.ESC_DELETED_MESSAGE
+        reason = (esm_status.ESC_DELETED_REASON if message == status.ESC_DELETED_MESSAGE
                   else "NoExternalSecretsConfig")
         unmanaged = ControllerState(status.CONTROLLER_ESC, (
             status.Condition("Ready", "False", reason, message),

@@ -164,14 +164,14 @@ def merged_env(base: list[dict[str, Any]],
 
 def controller_args(config: EffectiveConfig) -> list[str]:
     """The controller's tuning flags, after the flags it always gets (--concurrent is one)."""
-    tuning = config.controller_tuning
+    tuning = config.controller_flags
     args = []
     if tuning.client_qps is not None:
         args.append(f"--client-qps={tuning.client_qps}")
     if tuning.client_burst is not None:
         args.append(f"--client-burst={tuning.client_burst}")
     for flag, value in (("--enable-secrets-caching", tuning.enable_secrets_caching),
-                        ("--enable-configmaps-caching", tuning.enable_configmaps_caching),
+                        ("--enable-configmaps-caching", tuning.enable_config_maps_caching),
                         ("--enable-managed-secrets-caching",
                          tuning.enable_managed_secrets_caching)):
         if value is not None:
@@ -216,7 +216,7 @@ def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str
     if component != PROVIDER_EGRESS:
         return [template_context(config, component)]
     owners = {"controller": CONTROLLER, "bitwarden": BITWARDEN}
-    return [{**template_context(config, owners[policy.component]),
+    return [{**template_context(config, owners[policy.workload]),
              "egress_policy": {"name": policy.name, "egress": list(policy.egress)}}
             for policy in config.egress_policies]
 
@@ -279,7 +279,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             "revision_history_limit": workload.revision_history_limit,
             "leader_election": workload.replicas is None or workload.replicas > 1,
         },
-        "concurrent": config.controller_tuning.concurrent,
+        "concurrent": config.controller_flags.concurrent,
         "controller_args": controller_args(config),
         "monitoring": monitoring_context(config),
         "pod": {

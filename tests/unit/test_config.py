@@ -612,10 +612,10 @@ def test_network_policy_names_the_crd_refuses_are_refused_for_render(
 
 def test_declared_policies_replace_the_default_egress_of_their_component() -> None:
     declared = config(esc({"controllerConfig": {"networkPolicies": [policy("allow-vault")]}}))
-    assert [(p.name, p.component) for p in declared.egress_policies] == [
+    assert [(p.name, p.workload) for p in declared.egress_policies] == [
         ("allow-vault", "controller")]
     default = config()
-    assert [(p.name, p.component, p.egress) for p in default.egress_policies] == [
+    assert [(p.name, p.workload, p.egress) for p in default.egress_policies] == [
         ("allow-provider-egress-for-main-controller", "controller", ({},))]
 
 

@@ -351,8 +351,15 @@ def test_a_stored_controller_entry_reads_back_unchanged() -> None:
     assert previous is not None
     assert previous == state
     assert esm_status.previous_state(esm, status.CONTROLLER_ESC) is None
-    assert esm_status.entry_message(esm, status.CONTROLLER_CRD_ANNOTATOR) == "waiting"
-    assert esm_status.entry_message(esm, status.CONTROLLER_ESC) is None
+
+
+def test_a_restarted_operator_remembers_a_deletion_by_the_esc_entry_reason() -> None:
+    def entry(reason: str, message: str) -> JsonObject:
+        return status.simple_state(status.CONTROLLER_ESC, False, reason, message,
+                                   None).as_status(None, "T0")
+    assert esm_status.esc_was_deleted(esm_with([entry(esm_status.ESC_DELETED_REASON, "gone")]))
+    assert not esm_status.esc_was_deleted(esm_with([entry("NoExternalSecretsConfig", "gone")]))
+    assert not esm_status.esc_was_deleted(esm_with([]))
 
 
 def test_the_esm_entry_reports_a_global_config_problem() -> None:
