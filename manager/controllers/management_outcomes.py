@@ -17,6 +17,7 @@ from manager.api.models import Failure
 from manager.apply import ObjectRef, Observed
 from manager.apply.convergence import is_converged, prepare_for_apply
 from manager.constants import FIELD_MANAGER
+from manager.controllers.pass_decision import PassDecision
 from manager.controllers.status import Outcome, OutcomeKind, inspect_command
 from manager.uninstall import UninstallPlan, UninstallReport
 
@@ -42,6 +43,17 @@ def drift_of(observed: Observed) -> Drift | None:
     if not is_converged(prepare_for_apply(observed.desired), observed.live, FIELD_MANAGER):
         return Drift(observed.ref, "differs from the spec")
     return None
+
+
+def drift_of_decision(decision: PassDecision) -> list[Drift]:
+    """What a Managed pass would change, read off its decision (pass_decision.py)."""
+    if decision.refusal is not None:
+        return [Drift(ref, "exists but the operator did not create it")
+                for ref in decision.refusal.refs]
+    drift = [found for observed in (*decision.namespace, *decision.apply, *decision.held)
+             if (found := drift_of(observed))]
+    return drift + [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
+                    for _, obj in (*decision.prune, *decision.deferred)]
 
 
 def unmanaged_outcome(drift: Sequence[Drift]) -> Outcome:

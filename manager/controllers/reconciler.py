@@ -67,7 +67,7 @@ from manager.controllers.facts import ClusterFacts
 from manager.controllers.failures import failed_outcome
 from manager.controllers.management_outcomes import (
     Drift,
-    drift_of,
+    drift_of_decision,
     removal_outcome,
     unmanaged_outcome,
 )
@@ -284,26 +284,21 @@ class Reconciler:
             self._converged = config
 
     async def _observe(self, esc: JsonObject, esm: JsonObject) -> Branch:
-        """managementState Unmanaged: read what a pass would write, report the difference,
-        write nothing. The watches stay, so drift is reported as it happens."""
+        """managementState Unmanaged: decide as a Managed pass would, report what it would
+        change, write nothing. The watches stay, so drift is reported as it happens."""
         try:
             config = await self.facts.complete(self._effective_config(esc, esm))
             desired = render_operand(config)
             watches = frozenset(dependency_watches(config))
-            drift = [found for obj in desired.objects() if (found := await self._drift_of(obj))]
-            keep = [ObjectRef.of(obj) for obj in desired.objects()]
-            drift += [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
-                      for _, obj in await self.pruner.find_unwanted(desired.kinds(), keep)]
+            decision = pass_decision.decide(await self._observation(config, desired))
+            drift = drift_of_decision(decision)
+        except TerminatingObjectError as deleting:  # the rest is compared once it is gone
+            return Branch(unmanaged_outcome([Drift(deleting.ref, "is being deleted")]),
+                          config, watches)
         except (ConfigError, ObjectError, ApiError) as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem))
         return Branch(unmanaged_outcome(drift), config, watches)
-
-    async def _drift_of(self, desired: JsonObject) -> Drift | None:
-        try:
-            return drift_of(await self.applier.read(desired))
-        except TerminatingObjectError as deleting:
-            return Drift(deleting.ref, "is being deleted")
 
     async def _remove(self, esc: JsonObject) -> Branch:
         """managementState Removed: delete what the operator created (Namespaces aside, see

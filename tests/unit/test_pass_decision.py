@@ -9,6 +9,7 @@ from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManager
 from manager.apply import ObjectRef, Observed, Resource
 from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
 from manager.constants import FIELD_MANAGER
+from manager.controllers.management_outcomes import drift_of_decision
 from manager.controllers.pass_decision import Observation, decide, refs
 from manager.controllers.preflight import MissingDependencyError, deployments
 from manager.kube import JsonObject
@@ -115,3 +116,19 @@ def test_with_cert_manager_the_cert_controller_goes_last() -> None:
     decision = decide(Observation(plain, observed(plain, {}), (), (CERT_CONTROLLER_SA,)))
     assert refs(decision.prune) == [ObjectRef.of(CERT_CONTROLLER_SA[1])]
     assert decision.deferred == ()
+
+
+def test_unmanaged_drift_is_read_off_the_decision() -> None:
+    cfg = config()
+    drift = drift_of_decision(decide(Observation(
+        cfg, observed(cfg, {"ServiceAccount/external-secrets": None}), (), (OLD_BITWARDEN_SA,))))
+    # (OURS carries no applied fields, so every live object here also "differs")
+    assert [str(d) for d in drift if d.what != "differs from the spec"] == [
+        "ServiceAccount external-secrets/external-secrets is missing",
+        "ServiceAccount external-secrets/bitwarden-sdk-server is no longer rendered "
+        "(it would be deleted)"]
+    # Someone else's object stops a pass before any write: only it is reported.
+    refused = drift_of_decision(decide(Observation(
+        cfg, observed(cfg, {"Deployment/external-secrets": THEIRS}), (), (OLD_BITWARDEN_SA,))))
+    assert [str(d) for d in refused] == [
+        "Deployment external-secrets/external-secrets exists but the operator did not create it"]
