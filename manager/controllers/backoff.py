@@ -2,10 +2,11 @@
 
 Exponential per kind of outcome: from 1 s to 60 s for transient errors, from 10 s to 5 min
 while the spec or a dependency needs a fix (the dependency watches usually end that wait
-much earlier), from 2 s to 30 s while the applied operand rolls out (Deployment and
-Certificate status changes usually end it earlier). Only retries advance it (passes that
-events trigger do not), and it starts over when the kind of outcome changes or a pass
-settles.
+much earlier). A pass that waits for the operand to roll out (Progressing) is not retried
+at all: the watches end that wait (runtime.py); its entry, from 2 s to 30 s, applies only
+when such a pass also had a side task fail (PassReport.needs_retry). Only retries advance it
+(passes that events trigger do not), and it starts over when the kind of outcome changes or
+a pass settles.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ What is not yet so is *awaited* (Progressing). Two states need the administrator
 place, and a caBundle that has not trusted the served certificate for TRUST_GRACE_SECONDS.
 Each message names the object and the cause, taken from the object's own status and,
 for a Deployment that is not available, from its pods.
+
+Nothing here is polled: every input is watched (Deployments, Certificates and the webhook
+configurations by the child watches, whose fingerprints include what decides Ready; the
+operand's pods by a status watch in the operand namespace; the served CA's Secret), and
+the one change that time alone makes (a stale caBundle outlasting its grace) is announced
+by `Readiness.until`, at which the pass asks for a recheck.
 """
 
 from __future__ import annotations
@@ -52,13 +58,17 @@ class Problem:
 class Readiness:
     awaited: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
+    until: float | None = None
+    """When time alone turns something awaited into a problem (epoch seconds), if it will."""
 
     @property
     def ready(self) -> bool:
         return not self.awaited and not self.problems
 
     def __add__(self, other: Readiness) -> Readiness:
-        return Readiness(self.awaited + other.awaited, self.problems + other.problems)
+        times = [t for t in (self.until, other.until) if t is not None]
+        return Readiness(self.awaited + other.awaited, self.problems + other.problems,
+                         min(times, default=None))
 
 
 def _where(obj: JsonObject) -> str:
@@ -183,7 +193,7 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
                       serving: ServingCA | None = None, now: float = 0.0) -> Readiness:
     """Every webhook has a caBundle and, when the served CA is known, the caBundle includes
     it; a mismatch is awaited, then a problem once it outlasts TRUST_GRACE_SECONDS after the
-    last change of the configuration or of the Secret."""
+    last change of the configuration or of the Secret (`until`: no event marks that moment)."""
     webhooks = configuration.get("webhooks") or []
     bundles = {w.get("name", "?"): (w.get("clientConfig") or {}).get("caBundle") or ""
                for w in webhooks}
@@ -202,7 +212,8 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
               f"the webhook serves ({serving.secret})")
     since = max(serving.changed, last_change(configuration))
     if now - since < TRUST_GRACE_SECONDS:
-        return Readiness(awaited=(f"{where}: {detail}; {filled_by} updates it",))
+        return Readiness(awaited=(f"{where}: {detail}; {filled_by} updates it",),
+                         until=since + TRUST_GRACE_SECONDS)
     return Readiness(problems=(Problem(
         "WebhookCABundleStale",
         f"{where}: {detail}, so the API server cannot verify the webhook. "

@@ -114,6 +114,7 @@ class Branch:
     writes: list[ObjectResult] = field(default_factory=list)
     annotator: AnnotatorReport | ApiError | None = None
     cause: str | None = None  # why the pass changed things when the spec did not
+    recheck_at: float | None = None  # when time alone changes the readiness (epoch seconds)
 
 
 @dataclass
@@ -125,7 +126,8 @@ class PassReport:
     writes: list[ObjectResult] = field(default_factory=list)
     annotator_failed: bool = False
     recheck_in: float | None = None
-    """Seconds until the cluster changes by time alone (a CA overlap ends), when it will."""
+    """Seconds until the outcome changes by time alone (a CA overlap ends, a stale caBundle
+    outlasts its grace), when it will."""
     tls_profile: TLSProfile = INTERMEDIATE
     """The cluster's TLS security profile this pass saw (for the operator's own servers)."""
     gate_failed: bool = False
@@ -135,8 +137,12 @@ class PassReport:
 
     @property
     def needs_retry(self) -> bool:
+        """Whether only time can tell when to look again. Not while the operand rolls out
+        (Progressing): everything readiness.py waits for is watched, and `recheck_in`
+        covers what time alone changes, so a waiting operator sends no request."""
         return self.annotator_failed or self.gate_failed or self.monitoring_failed or (
-            self.outcome is not None and not self.outcome.kind.settled)
+            self.outcome is not None and not self.outcome.kind.settled
+            and self.outcome.kind is not OutcomeKind.PROGRESSING)
 
 
 def esm_default_object() -> JsonObject:
@@ -171,6 +177,14 @@ CHILD_WATCHES = frozenset(
 namespace: the operator's own objects wherever they are (an operating namespace's Role, what a
 moved operand left behind). They run from start-up, whatever the ESC says, and feed the
 ObjectCache, so that even the first pass over a new ESC reads nothing it can know."""
+
+def operand_pod_watch(namespace: str) -> WatchSpec:
+    """The operand's pods, by the managed-by label their templates carry, in the operand
+    namespace: their status explains a Deployment that is not available (readiness.py), so a
+    change of it (scheduled, a container's waiting reason, a restart) must wake a pass. Not
+    cached: the watch keeps one digest per pod (watches.pod_digest)."""
+    return WatchSpec("v1", "Pod", namespace, label_selector=MANAGED_SELECTOR, with_status=True)
+
 
 OPERAND_CRD_CHANGES = WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL,
                                 any_change=True)
@@ -233,7 +247,8 @@ class Reconciler:
         gate_failed = await self._publish_gate(outcome, config, state)
         profile = config.tls_profile if config else await self.facts.tls_profile()
         return PassReport(outcome, branch.watches | self._gate_watches(), branch.writes,
-                          isinstance(branch.annotator, ApiError), _recheck_in(config), profile,
+                          isinstance(branch.annotator, ApiError),
+                          _recheck_in(config, branch.recheck_at), profile,
                           gate_failed, monitoring_failed)
 
     async def _reconcile_operator_monitoring(self, esm: JsonObject) -> bool:
@@ -351,8 +366,8 @@ class Reconciler:
         try:
             config = await self.facts.complete(config)
             desired = render_operand(config)
-            watches = frozenset(
-                dependency_watches(config) | _operand_crd_watch(config))
+            watches = frozenset(dependency_watches(config) | _operand_crd_watch(config)
+                                | {operand_pod_watch(config.namespace)})
             decision = pass_decision.decide(await self._observation(config, desired))
             if decision.refusal is not None:
                 raise decision.refusal
@@ -372,7 +387,7 @@ class Reconciler:
         annotator = await self._annotate(config, writes)
         count = len(list(desired.objects()))
         return Branch(_operand_outcome(config, operand, count), config, watches, writes,
-                      annotator)
+                      annotator, recheck_at=operand.until)
 
     async def _observation(self, config: EffectiveConfig, desired: DesiredState) -> Observation:
         """Everything a decision needs, read before anything is written (so an object that
@@ -589,9 +604,12 @@ def _pods_may_explain(deployment: JsonObject) -> bool:
             and bool((deployment.get("status") or {}).get("replicas")))
 
 
-def _recheck_in(config: EffectiveConfig | None) -> float | None:
-    until = config.cert_manager.overlap_until if config is not None else None
-    return None if until is None else max(1.0, until - time.time())
+def _recheck_in(config: EffectiveConfig | None, readiness_at: float | None) -> float | None:
+    """Seconds until the earliest moment time alone changes the outcome: the end of a CA
+    overlap, or a stale caBundle's grace running out."""
+    overlap = config.cert_manager.overlap_until if config is not None else None
+    moments = [moment for moment in (overlap, readiness_at) if moment is not None]
+    return max(1.0, min(moments) - time.time()) if moments else None
 
 
 def _ca_bundle_source(config: EffectiveConfig) -> str:

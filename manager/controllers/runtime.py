@@ -12,10 +12,16 @@ the kind up again and the ESC/ESM watches resume, so an ESC created afterwards i
 at once, not at the next resync.
 
 Exactly one pass runs at a time. After each pass the worker points the Watcher at what that
-pass said to watch, and schedules a retry when the pass did not end Ready, with the backoff
-of backoff.py (the rechecks keep the reason given current). A pass that ends well but knows
-that time alone will change what it renders (the end of a CA overlap, ca_overlap.py) asks
-for a recheck at that moment.
+pass said to watch, and schedules a retry, with the backoff of backoff.py, only when nothing
+it watches is sure to announce the way out: a transient error (Retrying), a Degraded outcome
+(the fix may be a change nobody watches, such as a foreign object or an admission policy
+that refuses a write), or a failed side task (the CRD annotator, the upgrade gate, the
+operator's own monitoring). A pass that waits for the operand (Progressing) schedules no
+retry: what it waits for (Deployments, Certificates, the webhook configurations, the
+operand's pods, the served CA) is watched, so an idle, waiting operator sends no request.
+A pass that knows that time alone will change its outcome (the end of a CA overlap,
+ca_overlap.py; a stale caBundle outlasting its grace, readiness.py) asks for one recheck at
+that moment. The periodic resync stays the safety net for an event that was missed.
 """
 
 from __future__ import annotations
@@ -214,7 +220,7 @@ class OperatorRuntime:
     def _schedule_retry(self, report: PassReport | None, retrying: bool,
                         ) -> tuple[str, int, float | None]:
         """The pass's result, its number of writes, and the delay of the retry scheduled."""
-        if report is not None and not report.needs_retry:
+        if report is not None and not report.needs_retry:  # settled, or waiting on watches
             self.backoff = Backoff()
             result = report.outcome.kind.value if report.outcome else "NoConfig"
             if report.recheck_in is not None:  # nothing will say when the time has come

@@ -10,9 +10,13 @@ memory holds one small fingerprint per watched object, however large the cluster
 A watch only says "look again": it calls `notify(spec, reason)` when a watched object appears,
 disappears or changes in a way a pass may care about (its generation, labels, annotations
 or deletion; for kinds without a generation, any change). For the kinds whose status
-decides Ready (Deployments, Certificates: `with_status`), the watch reads whole objects,
-which are few and small, and a change of their rollout or readiness counts too; other
-status churn is ignored. For an object a pass reads one field of (`spec_field`: the
+decides Ready (Deployments, Certificates, the webhook configurations: `with_status`), the
+watch reads whole objects, which are few and small, and a change of their rollout or
+readiness counts too; other status churn is ignored. (A webhook configuration has no status:
+the API server bumps its generation when its webhooks change, a caBundle included.) The
+operand's pods are watched the same way (`with_status`), and only what readiness.py says
+about them counts (`pod_digest`: scheduling, each container's state, reason and restarts),
+not every status write of the kubelet. For an object a pass reads one field of (`spec_field`: the
 APIServer's TLS security profile), only a change of that field, or its deletion, counts.
 """
 
@@ -110,12 +114,37 @@ def readiness_digest(status: JsonObject) -> tuple[object, ...]:
     return counts, conditions
 
 
+def _container_digest(status: JsonObject) -> tuple[object, ...]:
+    states = status.get("state") or {}
+    state = min(states, default=None)  # one of waiting, running, terminated
+    detail = (states.get(state) if state else None) or {}
+    return (status.get("name"), status.get("ready"), status.get("restartCount"), state,
+            detail.get("reason"), detail.get("message") if state == "waiting" else None,
+            detail.get("exitCode"))
+
+
+def pod_digest(status: JsonObject) -> tuple[object, ...]:
+    """The parts of a pod's status that readiness.py reports: the type, status and reason of
+    each condition (PodScheduled's message too: it says why the pod cannot be placed), and
+    each container's readiness, restarts and state (a waiting container's reason and
+    message, a terminated one's exit code)."""
+    conditions = tuple(sorted(
+        ((c.get("type"), c.get("status"), c.get("reason"),
+          c.get("message") if c.get("type") == "PodScheduled" else None)
+         for c in status.get("conditions") or []), key=repr))
+    containers = tuple(sorted((_container_digest(s) for s in status.get("containerStatuses")
+                               or []), key=repr))
+    return conditions, containers
+
+
 def fingerprint(obj: JsonObject, spec: WatchSpec) -> tuple[object, ...]:
     """What a pass may care about in an object (see module doc)."""
     metadata = obj.get("metadata", {})
     if spec.spec_field is not None:
         watched = (obj.get("spec") or {}).get(spec.spec_field)
         return (json.dumps(watched, sort_keys=True), metadata.get("deletionTimestamp"))
+    if spec.kind == "Pod" and spec.with_status:  # every kubelet write moves resourceVersion
+        return (metadata.get("deletionTimestamp"), pod_digest(obj.get("status") or {}))
     version = metadata.get("resourceVersion") if spec.any_change else (
         metadata.get("generation") or metadata.get("resourceVersion"))
     labels = tuple(sorted((metadata.get("labels") or {}).items()))

@@ -89,6 +89,7 @@ SCENARIO_NAMESPACES = {
     "metrics": "eso-it-metrics",
     "monitoring": "eso-it-monitoring",
     "tls-profile": "eso-it-tls",
+    "waiting": "eso-it-waiting",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 

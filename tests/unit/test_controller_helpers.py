@@ -5,6 +5,7 @@ the ESM status is built from."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,7 +35,12 @@ from manager.controllers.preflight import (
     dependency_watches,
     deployments,
 )
-from manager.controllers.reconciler import CHILD_WATCHES, PassReport
+from manager.controllers.reconciler import (
+    CHILD_WATCHES,
+    PassReport,
+    _recheck_in,
+    operand_pod_watch,
+)
 from manager.controllers.status import Outcome, OutcomeKind
 from manager.controllers.watches import WatchSpec, fingerprint
 from manager.kube import ApiError, JsonObject, Kube, own_namespace
@@ -115,6 +121,50 @@ def test_status_watches_ignore_timestamps_and_messages() -> None:
     assert print_of(metadata(), rollout(1), with_status=True) == \
         print_of(metadata(resourceVersion="11"), rollout(1, at="t2", message="now"),
                  with_status=True)
+
+
+def pod_print(status: JsonObject, **meta: Any) -> object:
+    obj = {"metadata": metadata(**meta), "status": status}
+    return fingerprint(obj, WatchSpec("v1", "Pod", "es", with_status=True))
+
+
+def waiting_pod(reason: str, message: str = "", restarts: int = 0, **extra: Any) -> JsonObject:
+    return {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": extra.get("at", "t1")},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+         "message": extra.get("ready_message", "containers with unready status: [c]")}],
+            "containerStatuses": [{"name": "c", "ready": False, "restartCount": restarts,
+                                   "state": {"waiting": {"reason": reason,
+                                                         "message": message}}}]}
+
+
+def test_pod_watches_see_what_the_ready_message_reports_and_nothing_else() -> None:
+    base = pod_print(waiting_pod("ContainerCreating"))
+    # Kubelet writes that say nothing new (timestamps, the Ready condition's message, a new
+    # resourceVersion) are ignored...
+    assert base == pod_print(waiting_pod("ContainerCreating", at="t2", ready_message="x"),
+                             resourceVersion="11")
+    # ...a new waiting reason or message, a restart, a scheduling verdict are not.
+    assert base != pod_print(waiting_pod("ErrImagePull"))
+    assert base != pod_print(waiting_pod("ContainerCreating", "pulling"))
+    assert base != pod_print(waiting_pod("ContainerCreating", restarts=1))
+    unschedulable = waiting_pod("ContainerCreating")
+    unschedulable["conditions"][0] = {"type": "PodScheduled", "status": "False",
+                                      "reason": "Unschedulable", "message": "0/2 nodes"}
+    assert base != pod_print(unschedulable)
+    running = waiting_pod("x")
+    running["containerStatuses"][0]["state"] = {"running": {"startedAt": "t1"}}
+    assert base != pod_print(running)
+    assert base != pod_print(waiting_pod("ContainerCreating"), deletionTimestamp="t3")
+
+
+def test_a_ca_bundle_change_counts_through_the_generation_the_server_bumps() -> None:
+    # A ValidatingWebhookConfiguration has no status: the API server increments its
+    # generation when its webhooks change (tests/integration/test_waiting.py checks it).
+    spec = WatchSpec("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration",
+                     with_status=True)
+    assert fingerprint({"metadata": metadata()}, spec) != \
+        fingerprint({"metadata": metadata(generation=3, resourceVersion="11")}, spec)
 
 
 def test_the_kinds_whose_status_decides_ready_are_watched_whole() -> None:
@@ -326,13 +376,30 @@ def test_a_config_error_points_at_kubectl_explain_of_its_field() -> None:
         object="ExternalSecretsConfig cluster")
 
 
-def test_only_outcomes_other_than_ready_and_failed_annotations_are_retried() -> None:
+def test_only_degraded_transient_and_failed_side_tasks_are_retried() -> None:
     ready = Outcome(OutcomeKind.READY, "Reconciled", "")
     assert not PassReport(ready, frozenset()).needs_retry
     assert not PassReport(None, frozenset()).needs_retry  # no ESC: nothing to retry
     assert PassReport(ready, frozenset(), annotator_failed=True).needs_retry
     for kind in (OutcomeKind.DEGRADED, OutcomeKind.RETRYING):
         assert PassReport(Outcome(kind, "R", ""), frozenset()).needs_retry
+    # Waiting for the operand: its watches end the wait, time does not.
+    waiting = Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand", "")
+    assert not PassReport(waiting, frozenset()).needs_retry
+    assert PassReport(waiting, frozenset(), gate_failed=True).needs_retry
+
+
+def test_the_pass_rechecks_when_a_stale_ca_bundle_runs_out_of_grace() -> None:
+    now = time.time()
+    assert _recheck_in(None, None) is None
+    assert 59 < (_recheck_in(None, now + 60) or 0) <= 60
+    assert _recheck_in(None, now - 5) == 1.0  # overdue: soon, never a busy loop
+
+
+def test_a_managed_pass_watches_the_operand_pods_by_label_in_its_namespace() -> None:
+    spec = operand_pod_watch("es")
+    assert (spec.kind, spec.namespace, spec.label_selector, spec.cached) == (
+        "Pod", "es", "app.kubernetes.io/managed-by=external-secrets-operator", False)
 
 
 # --- reconciler: ESM controller states ------------------------------------------------------

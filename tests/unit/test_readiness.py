@@ -120,6 +120,9 @@ def test_a_ca_bundle_must_include_the_ca_the_webhook_serves() -> None:
     # The grace runs from the last write of either object.
     later = readiness.ServingCA(serving.ca, serving.secret, T0 + 300)
     assert readiness.webhook_readiness(stale, "x", later, T0 + 310).awaited
+    # No event marks the end of the grace: the awaited item says when it comes.
+    assert readiness.webhook_readiness(stale, "x", later, T0 + 310).until == \
+        T0 + 300 + readiness.TRUST_GRACE_SECONDS
 
 
 def test_without_a_known_served_ca_only_presence_is_checked() -> None:
@@ -149,3 +152,7 @@ def test_parts_combine_in_order() -> None:
     assert total.awaited == ("a",)
     assert total.problems == (readiness.Problem("R", "b"),)
     assert not total.ready
+    assert total.until is None
+    timed = [readiness.Readiness(awaited=("c",), until=T0 + 9),
+             readiness.Readiness(awaited=("d",), until=T0 + 5)]
+    assert readiness.combine([first, *timed]).until == T0 + 5  # the earliest
