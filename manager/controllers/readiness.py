@@ -49,8 +49,21 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Awaited:
+    """One object the operand waits for, and what it lacks (`status.awaited`)."""
+
+    subject: str
+    """The object ("Deployment ns/name")."""
+    detail: str
+    """What is missing, with the cause its status or its pods give."""
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class Readiness:
-    awaited: tuple[str, ...] = ()
+    awaited: tuple[Awaited, ...] = ()
     problems: tuple[Problem, ...] = ()
 
     @property
@@ -105,7 +118,7 @@ def deployment_readiness(deployment: JsonObject, pods: Sequence[JsonObject]) -> 
             f"{where}: pod {_where(unschedulable[0])} cannot be scheduled: "
             f"{scheduled.get('message', '')}. Check {SCHEDULING_FIELDS}",
             f"Pod {_where(unschedulable[0])}", _describe("pod", unschedulable[0])),))
-    return Readiness(awaited=(f"{where}: {_rollout(deployment)}{pods_summary(pods)}",))
+    return Readiness(awaited=(Awaited(where, f"{_rollout(deployment)}{pods_summary(pods)}"),))
 
 
 def _describe(kind: str, obj: JsonObject) -> str:
@@ -190,8 +203,8 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
     where = f"ValidatingWebhookConfiguration {_where(configuration)}"
     missing = [name for name, bundle in bundles.items() if not bundle]
     if missing:
-        return Readiness(awaited=(
-            f"{where}: no caBundle yet for {', '.join(missing)} ({filled_by} fills it)",))
+        return Readiness(awaited=(Awaited(
+            where, f"no caBundle yet for {', '.join(missing)} ({filled_by} fills it)"),))
     served = certificates(serving.ca) if serving else frozenset()
     if serving is None or not served:
         return Readiness()  # nothing to compare with: the presence check is all there is
@@ -202,7 +215,7 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
               f"the webhook serves ({serving.secret})")
     since = max(serving.changed, last_change(configuration))
     if now - since < TRUST_GRACE_SECONDS:
-        return Readiness(awaited=(f"{where}: {detail}; {filled_by} updates it",))
+        return Readiness(awaited=(Awaited(where, f"{detail}; {filled_by} updates it"),))
     return Readiness(problems=(Problem(
         "WebhookCABundleStale",
         f"{where}: {detail}, so the API server cannot verify the webhook. "
@@ -217,7 +230,8 @@ def certificate_readiness(certificate: JsonObject) -> Readiness:
         return Readiness()
     detail = (f"{ready.get('reason', '')}: {ready.get('message', '')}" if ready
               else "cert-manager has not issued it yet")
-    return Readiness(awaited=(f"Certificate {_where(certificate)} is not Ready: {detail}",))
+    return Readiness(awaited=(Awaited(f"Certificate {_where(certificate)}",
+                                      f"not Ready: {detail}"),))
 
 
 def certificate_ready(certificate: JsonObject | None) -> bool:
