@@ -373,7 +373,8 @@ async def wait_installed(kube: Kube, namespace: str, timeout: float = 60.0,
                       if c["type"] == "Ready"), None)
         assert ready is not None, esc.get("status")
         assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
-        assert counts_as_installed(ready, namespace, simulated=not USE_EXISTING_CLUSTER), ready
+        assert counts_as_installed(esc.get("status"), namespace,
+                                   simulated=not USE_EXISTING_CLUSTER), esc.get("status")
         return dict(ready)
 
     result: dict[str, Any] = await eventually(check, timeout, interval=0.05)
