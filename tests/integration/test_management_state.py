@@ -56,9 +56,13 @@ async def test_unmanaged_pauses_removed_removes_managed_restores(
 
     async def drift_reported() -> None:
         # The new label changes every object; the missing one is named, the rest counted.
+        # The Ready summary counts them; the Unmanaged Event lists them.
         message = (await esc.condition("Ready") or {}).get("message", "")
-        assert f"ServiceAccount {namespace}/external-secrets-webhook is missing" in message
-        assert f"{len(expected)} objects differ from the spec" in message, message
+        assert f"drift in {len(expected)} objects" in message, message
+        notes = [e["note"] for e in await esc_events(kube, (await esc.get())["metadata"]["uid"])
+                 if e["reason"] == "Unmanaged"]
+        assert f"ServiceAccount {namespace}/external-secrets-webhook is missing" in notes[-1]
+        assert f"{len(expected)} objects differ from the spec" in notes[-1], notes
 
     await eventually(drift_reported)
     await operator.wait_idle()
