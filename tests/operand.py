@@ -2,15 +2,15 @@
 
 The simulated cluster has no bitwarden-sdk-server binary (its Go module is not served), so
 with bitwarden on the operand can never be fully available there: the operator then reports
-`Ready=False`, `WaitingForOperand`, awaiting exactly that Deployment with its pod waiting for
-`NoLocalBinary`. Suites that switch bitwarden on accept that state, and only that state, as
-"installed" on the simulated cluster; on a real cluster they expect `Ready=True`.
+`Ready=False`, `WaitingForOperand`, `status.awaited` naming exactly that Deployment with its
+pod waiting for `NoLocalBinary`. Suites that switch bitwarden on accept that state, and only
+that state, as "installed" on the simulated cluster; on a real cluster they expect
+`Ready=True`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Any
 
@@ -19,26 +19,27 @@ from manager.uninstall import execute_uninstall, plan_uninstall
 
 ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
 
-# The objects an awaited item names: "Deployment ns/name:", "Certificate ns/name is",
-# "ValidatingWebhookConfiguration name:".
-AWAITED = re.compile(r"\b(Deployment|Certificate|ValidatingWebhookConfiguration) ([\w./-]+?)[: ]")
+def _ready(status: dict[str, Any] | None) -> dict[str, Any]:
+    conditions = (status or {}).get("conditions") or []
+    return next((dict(c) for c in conditions if c.get("type") == "Ready"), {})
 
 
-def awaits_only_bitwarden(ready: dict[str, Any], namespace: str) -> bool:
-    message = str(ready.get("message", ""))
-    awaited = AWAITED.findall(message.split("; waiting for ", 1)[-1])
+def awaits_only_bitwarden(status: dict[str, Any] | None, namespace: str) -> bool:
+    """Not Ready, waiting for nothing but bitwarden-sdk-server's pod (`status.awaited`)."""
+    ready = _ready(status)
+    awaited = (status or {}).get("awaited") or []
     return (ready.get("status") == "False" and ready.get("reason") == "WaitingForOperand"
-            and "NoLocalBinary" in message
-            and awaited == [("Deployment", f"{namespace}/bitwarden-sdk-server")])
+            and [item.get("object") for item in awaited]
+            == [f"Deployment {namespace}/bitwarden-sdk-server"]
+            and "NoLocalBinary" in awaited[0].get("message", ""))
 
 
-def counts_as_installed(ready: dict[str, Any] | None, namespace: str, *, simulated: bool) -> bool:
+def counts_as_installed(status: dict[str, Any] | None, namespace: str, *,
+                        simulated: bool) -> bool:
     """Ready=True, or (simulated cluster) waiting for nothing but bitwarden-sdk-server."""
-    if ready is None:
-        return False
-    if ready.get("status") == "True":
+    if _ready(status).get("status") == "True":
         return True
-    return simulated and awaits_only_bitwarden(ready, namespace)
+    return simulated and awaits_only_bitwarden(status, namespace)
 
 
 async def remove_operand(kube: Kube, timeout: float = 60.0) -> None:

@@ -646,6 +646,13 @@ class MetaCondition(ApiModel):
     an empty string."""
 
 
+# Bounds of the status's longer texts: status stays small whatever the cluster reports.
+FAILURE_MESSAGE_MAX = 4096
+AWAITED_MAX_ITEMS = 16
+AWAITED_OBJECT_MAX = 512
+AWAITED_MESSAGE_MAX = 1024
+
+
 class Failure(ApiModel):
     """Failure is what made the last pass fail: the object, the request and the API server's
     answer when a request failed, and a command that shows more."""
@@ -665,6 +672,23 @@ class Failure(ApiModel):
     """inspect is a command that shows more about the failure, such as
     `kubectl describe deployment -n external-secrets external-secrets` or `kubectl explain`
     of the field at fault."""
+
+    message: Annotated[str | None, Field(max_length=FAILURE_MESSAGE_MAX)] = None
+    """message is the whole account of the failure and its fix; the conditions carry a
+    summary of at most 160 characters."""
+
+
+class Awaited(ApiModel):
+    """Awaited is one object the operator waits for before the operand is Ready."""
+
+    object: Annotated[str, Field(max_length=AWAITED_OBJECT_MAX)]
+    """object is the awaited object, as "Kind namespace/name" (for example "Deployment
+    external-secrets/external-secrets")."""
+
+    message: Annotated[str, Field(max_length=AWAITED_MESSAGE_MAX)]
+    """message says what is missing, with the cause the object or its pods report (for
+    example "0 of 1 replicas available; pod ...: container ... waiting:
+    ImagePullBackOff")."""
 
 
 class TLSProfileStatus(ApiModel):
@@ -718,6 +742,13 @@ class ExternalSecretsConfigStatus(ApiModel):
 
     failure: Failure | None = None
     """failure describes what made the last pass fail; absent once a pass succeeds."""
+
+    awaited: Annotated[
+        list[Awaited] | None, Field(max_length=AWAITED_MAX_ITEMS), Schema(list_type="atomic")
+    ] = None
+    """awaited lists the objects the operator waits for while the ExternalSecretsConfig is
+    Progressing (at most 16; the Ready condition says how many there are in all). Absent
+    once it is Ready."""
 
     tls_profile: TLSProfileStatus | None = None
     """tlsProfile is the cluster's TLS security profile that the operand's TLS servers

@@ -17,7 +17,9 @@ from manager.api.models import Failure
 from manager.apply import ObjectRef, Observed
 from manager.apply.convergence import is_converged, prepare_for_apply
 from manager.constants import FIELD_MANAGER
+from manager.controllers import summary
 from manager.controllers.pass_decision import PassDecision
+from manager.controllers.readiness import Awaited
 from manager.controllers.status import Outcome, OutcomeKind, inspect_command
 from manager.uninstall import UninstallPlan, UninstallReport
 
@@ -65,7 +67,9 @@ def unmanaged_outcome(drift: Sequence[Drift]) -> Outcome:
     return Outcome(OutcomeKind.UNMANAGED, "Unmanaged",
                    f"{paused}; {_count(len(drift))} {'differs' if len(drift) == 1 else 'differ'}"
                    f" from the spec: {_listed(drift)}. Set managementState to Managed to "
-                   "repair it")
+                   "repair it",
+                   summary=summary.counted("managementState is Unmanaged, drift in {objects}",
+                                           [str(found) for found in drift], summary.SEE_EVENTS))
 
 
 def removal_outcome(report: UninstallReport, left: UninstallPlan) -> Outcome:
@@ -79,9 +83,14 @@ def removal_outcome(report: UninstallReport, left: UninstallPlan) -> Outcome:
     terminating = [kept.ref for kept in left.kept if kept.reason == "already being deleted"]
     remaining = [candidate.ref for candidate in left.objects] + terminating
     if remaining:
+        awaited = tuple(Awaited(str(ref), "being deleted" if ref in terminating
+                                else "to be deleted") for ref in remaining)
         return Outcome(OutcomeKind.PROGRESSING, "Removing",
                        f"managementState is Removed: removing the operand, {_count(len(remaining))}"
-                       f" left: {_listed(remaining)}")
+                       f" left: {_listed(remaining)}", awaited=awaited,
+                       summary=summary.counted("managementState is Removed, {objects} left",
+                                               [str(ref) for ref in remaining],
+                                               summary.SEE_AWAITED))
     kept = [f"{kept.ref} ({kept.reason})" for kept in left.kept]
     return Outcome(OutcomeKind.REMOVED, "Removed",
                    "managementState is Removed: the operand is removed, nothing the operator "

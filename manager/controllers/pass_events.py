@@ -11,7 +11,10 @@ Few Events, each worth reading in `kubectl describe esc cluster`:
 - `Recovered` (Normal) when a pass ends Ready or Progressing after one that was Degraded (a
   transient error in between says nothing either way).
 - `Unmanaged` and `Removed` (Normal) when the operator stops acting on the operand, or has
-  removed it, following spec.managementState.
+  removed it, following spec.managementState, and again when what the Ready condition
+  summarises changes (the drift found while Unmanaged): the Event has the whole list.
+
+The notes carry an outcome's whole message; the conditions carry a summary of it.
 """
 
 from __future__ import annotations
@@ -53,12 +56,14 @@ class Before:
 
     degraded: bool = False
     ready_reason: str = ""
+    ready_message: str = ""
 
     @classmethod
     def of(cls, esc: JsonObject) -> Before:
         conditions = {c.get("type"): c for c in (esc.get("status") or {}).get("conditions") or []}
+        ready = conditions.get("Ready") or {}
         return cls((conditions.get("Degraded") or {}).get("status") == "True",
-                   str((conditions.get("Ready") or {}).get("reason") or ""))
+                   str(ready.get("reason") or ""), str(ready.get("message") or ""))
 
 
 def pass_events(writes: Sequence[ObjectResult], outcome: Outcome, before: Before,
@@ -78,7 +83,7 @@ def pass_events(writes: Sequence[ObjectResult], outcome: Outcome, before: Before
     elif before.degraded and outcome.kind is not OutcomeKind.RETRYING:
         events.append(EventSpec("Normal", "Recovered", f"no longer degraded: {outcome.message}"))
     if outcome.kind in (OutcomeKind.UNMANAGED, OutcomeKind.REMOVED) and (
-            before.ready_reason != outcome.reason):
+            before.ready_reason != outcome.reason or before.ready_message != outcome.line):
         events.append(EventSpec("Normal", outcome.reason, outcome.message))
     return events
 

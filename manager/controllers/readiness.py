@@ -55,8 +55,21 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Awaited:
+    """One object the operand waits for, and what it lacks (`status.awaited`)."""
+
+    subject: str
+    """The object ("Deployment ns/name")."""
+    detail: str
+    """What is missing, with the cause its status or its pods give."""
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class Readiness:
-    awaited: tuple[str, ...] = ()
+    awaited: tuple[Awaited, ...] = ()
     problems: tuple[Problem, ...] = ()
     until: float | None = None
     """When time alone turns something awaited into a problem (epoch seconds), if it will."""
@@ -115,7 +128,7 @@ def deployment_readiness(deployment: JsonObject, pods: Sequence[JsonObject]) -> 
             f"{where}: pod {_where(unschedulable[0])} cannot be scheduled: "
             f"{scheduled.get('message', '')}. Check {SCHEDULING_FIELDS}",
             f"Pod {_where(unschedulable[0])}", _describe("pod", unschedulable[0])),))
-    return Readiness(awaited=(f"{where}: {_rollout(deployment)}{pods_summary(pods)}",))
+    return Readiness(awaited=(Awaited(where, f"{_rollout(deployment)}{pods_summary(pods)}"),))
 
 
 def _describe(kind: str, obj: JsonObject) -> str:
@@ -200,8 +213,8 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
     where = f"ValidatingWebhookConfiguration {_where(configuration)}"
     missing = [name for name, bundle in bundles.items() if not bundle]
     if missing:
-        return Readiness(awaited=(
-            f"{where}: no caBundle yet for {', '.join(missing)} ({filled_by} fills it)",))
+        return Readiness(awaited=(Awaited(
+            where, f"no caBundle yet for {', '.join(missing)} ({filled_by} fills it)"),))
     served = certificates(serving.ca) if serving else frozenset()
     if serving is None or not served:
         return Readiness()  # nothing to compare with: the presence check is all there is
@@ -212,7 +225,7 @@ def webhook_readiness(configuration: JsonObject, filled_by: str,
               f"the webhook serves ({serving.secret})")
     since = max(serving.changed, last_change(configuration))
     if now - since < TRUST_GRACE_SECONDS:
-        return Readiness(awaited=(f"{where}: {detail}; {filled_by} updates it",),
+        return Readiness(awaited=(Awaited(where, f"{detail}; {filled_by} updates it"),),
                          until=since + TRUST_GRACE_SECONDS)
     return Readiness(problems=(Problem(
         "WebhookCABundleStale",
@@ -228,7 +241,8 @@ def certificate_readiness(certificate: JsonObject) -> Readiness:
         return Readiness()
     detail = (f"{ready.get('reason', '')}: {ready.get('message', '')}" if ready
               else "cert-manager has not issued it yet")
-    return Readiness(awaited=(f"Certificate {_where(certificate)} is not Ready: {detail}",))
+    return Readiness(awaited=(Awaited(f"Certificate {_where(certificate)}",
+                                      f"not Ready: {detail}"),))
 
 
 def certificate_ready(certificate: JsonObject | None) -> bool:

@@ -60,7 +60,7 @@ from manager.constants import (
     OPERATOR_NAME,
     SINGLETON_NAME,
 )
-from manager.controllers import esm_status, pass_decision, readiness, status
+from manager.controllers import esm_status, pass_decision, readiness, status, summary
 from manager.controllers.crd_annotator import OPERAND_CRD_LABEL, AnnotatorReport, CrdAnnotator
 from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
@@ -514,12 +514,12 @@ class Reconciler:
                                    EventSpec("Normal", "ManagementStopped",
                                              status.ESC_DELETED_MESSAGE, "StopManaging"))
             self._managing_uid = None
-            message = status.ESC_DELETED_MESSAGE
+            message = status.ESC_DELETED_SUMMARY
         else:  # after a restart, the ESM status is the only memory of a deletion
-            message = (status.ESC_DELETED_MESSAGE if esm_status.esc_was_deleted(esm)
+            message = (status.ESC_DELETED_SUMMARY if esm_status.esc_was_deleted(esm)
                        else status.ESC_MISSING_MESSAGE)
         # Not Ready, but not Degraded either: nothing is wrong, there is nothing to manage.
-        reason = (esm_status.ESC_DELETED_REASON if message == status.ESC_DELETED_MESSAGE
+        reason = (esm_status.ESC_DELETED_REASON if message == status.ESC_DELETED_SUMMARY
                   else "NoExternalSecretsConfig")
         unmanaged = ControllerState(status.CONTROLLER_ESC, (
             status.Condition("Ready", "False", reason, message),
@@ -624,14 +624,20 @@ def _ca_bundle_source(config: EffectiveConfig) -> str:
 def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
                      count: int) -> Outcome:
     if operand.problems:
-        first = operand.problems[0]
+        first, more = operand.problems[0], len(operand.problems) - 1
+        line = summary.framed("", first.message, f" (and {more} more problems; "
+                              f"{summary.SEE_FAILURE})") if more else ""
         return Outcome(OutcomeKind.DEGRADED, first.reason,
                        "; ".join(problem.message for problem in operand.problems), True,
-                       Failure(inspect=first.inspect, object=first.subject))
+                       Failure(inspect=first.inspect, object=first.subject), summary=line)
     if operand.awaited:
         return Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand",
                        f"all {count} objects are applied; waiting for "
-                       + "; ".join(operand.awaited), True)
+                       + "; ".join(str(item) for item in operand.awaited), True,
+                       awaited=operand.awaited,
+                       summary=summary.counted("Waiting for {objects}",
+                                               [str(item) for item in operand.awaited],
+                                               summary.SEE_AWAITED))
     return Outcome(OutcomeKind.READY, "Reconciled",
                    f"external-secrets {config.versions.external_secrets} is running in "
                    f"namespace {config.namespace}: every Deployment is available and the "

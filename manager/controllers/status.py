@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from manager.api import models
 from manager.api.models import Failure, MetaCondition
 from manager.config import EffectiveConfig
+from manager.controllers import summary
+from manager.controllers.readiness import Awaited
 from manager.kube import JsonObject
 
 CONDITION_TYPES = ("Ready", "Degraded", "Progressing")
@@ -30,6 +32,11 @@ ESC_DELETED_MESSAGE = (
     "ExternalSecretsConfig 'cluster' was deleted: the operator stopped managing the operand "
     "and left every object in place; create the ExternalSecretsConfig again to resume, or "
     "remove the objects labelled app.kubernetes.io/managed-by=external-secrets-operator by hand"
+)
+"""The ManagementStopped Event's note; the status entry says ESC_DELETED_SUMMARY."""
+ESC_DELETED_SUMMARY = (
+    "ExternalSecretsConfig 'cluster' was deleted; the operand is left in place, unmanaged: "
+    "create it again to resume (see docs/uninstall.md)"
 )
 ESC_MISSING_MESSAGE = (
     "ExternalSecretsConfig 'cluster' does not exist; create it to install external-secrets"
@@ -92,37 +99,52 @@ class Outcome:
     kind: OutcomeKind
     reason: str
     message: str
+    """The whole account, for Events and the log; the conditions carry `line`."""
     applied: bool = False
     """Every desired object was applied (the images in status are then in effect)."""
     failure: Failure | None = None
+    awaited: tuple[Awaited, ...] = ()
+    """What a Progressing pass waits for (`status.awaited`)."""
+    summary: str = ""
+    """The conditions' message when `message` would not do as one (summary.py)."""
+
+    @property
+    def line(self) -> str:
+        """The conditions' message: at most summary.LIMIT characters, whatever happened."""
+        if self.summary:
+            return summary.clip(self.summary)
+        return summary.fitted(self.message, summary.SEE_FAILURE if self.failure
+                              else summary.SEE_EVENTS)
 
     def conditions(self) -> tuple[Condition, ...]:
+        line = self.line
         if self.kind is OutcomeKind.READY:
-            return (Condition("Ready", "True", self.reason, self.message),
+            return (Condition("Ready", "True", self.reason, line),
                     Condition("Degraded", "False", "AsExpected", ""),
                     Condition("Progressing", "False", self.reason, ""))
         if self.kind is OutcomeKind.DEGRADED:
-            return (Condition("Ready", "False", self.reason, self.message),
-                    Condition("Degraded", "True", self.reason, self.message),
+            return (Condition("Ready", "False", self.reason, line),
+                    Condition("Degraded", "True", self.reason, line),
                     Condition("Progressing", "False", "WaitingForFix",
                               "nothing more happens until the problem reported by Degraded "
                               "is fixed"))
         if self.kind is OutcomeKind.PROGRESSING:
-            return (Condition("Ready", "False", self.reason, self.message),
+            return (Condition("Ready", "False", self.reason, line),
                     Condition("Degraded", "False", "AsExpected", ""),
-                    Condition("Progressing", "True", self.reason, self.message))
+                    Condition("Progressing", "True", self.reason, line))
         if self.kind is OutcomeKind.UNMANAGED:  # the operator does not know, and does not act
-            return (Condition("Ready", "Unknown", self.reason, self.message),
+            return (Condition("Ready", "Unknown", self.reason, line),
                     Condition("Degraded", "False", self.reason, ""),
                     Condition("Progressing", "False", self.reason, ""))
         if self.kind is OutcomeKind.REMOVED:
-            return (Condition("Ready", "False", self.reason, self.message),
+            return (Condition("Ready", "False", self.reason, line),
                     Condition("Degraded", "False", "AsExpected", ""),
                     Condition("Progressing", "False", self.reason, ""))
-        return (Condition("Ready", "False", self.reason, self.message),
+        retrying = summary.framed("", self.summary or self.message, "; retrying with backoff"
+                                  + (f" ({summary.SEE_FAILURE})" if self.failure else ""))
+        return (Condition("Ready", "False", self.reason, line),
                 Condition("Degraded", "False", "AsExpected", ""),
-                Condition("Progressing", "True", self.reason,
-                          f"{self.message}; retrying with backoff"))
+                Condition("Progressing", "True", self.reason, retrying))
 
 
 def merge_conditions(current: Sequence[JsonObject], wanted: Sequence[Condition],
@@ -160,8 +182,7 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
     versions and the TLS profile once a pass has applied everything (they are then in
     effect); `failure` while a pass fails. Without a configuration (an invalid spec) what
     was recorded stays."""
-    fields: dict[str, object] = {
-        "failure": _whole(outcome.failure) if outcome.failure else None}
+    fields: dict[str, object] = {"failure": _failure(outcome), "awaited": _awaited(outcome)}
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
         return {**fields, **dict.fromkeys(_IN_EFFECT)}
     if config is None:
@@ -181,6 +202,21 @@ def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, ob
                            "minTLSVersion": config.tls_profile.min_tls_version},
         })
     return fields
+
+
+def _failure(outcome: Outcome) -> JsonObject | None:
+    """`status.failure`, with the whole message the conditions summarise."""
+    if outcome.failure is None:
+        return None
+    message = summary.clip(outcome.message, models.FAILURE_MESSAGE_MAX)
+    return _whole(outcome.failure.model_copy(update={"message": message}))
+
+
+def _awaited(outcome: Outcome) -> list[JsonObject] | None:
+    """`status.awaited`, within the CRD's bounds; absent when nothing is awaited."""
+    return [_dump(models.Awaited(object=summary.clip(item.subject, models.AWAITED_OBJECT_MAX),
+                                 message=summary.clip(item.detail, models.AWAITED_MESSAGE_MAX)))
+            for item in outcome.awaited[:models.AWAITED_MAX_ITEMS]] or None
 
 
 def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | None,

@@ -88,7 +88,8 @@ def wait_installed(timeout: float = 120.0) -> dict[str, Any]:
         assert ready is not None, model.get("status")
         assert ready.get("observedGeneration") == model["metadata"]["generation"], ready
         simulated = not USE_EXISTING_CLUSTER
-        assert counts_as_installed(ready, OPERAND_NAMESPACE, simulated=simulated), ready
+        assert counts_as_installed(model.get("status"), OPERAND_NAMESPACE,
+                                   simulated=simulated), model.get("status")
         return model
 
     return wait_for(check, "the operand to be installed", timeout)

@@ -283,9 +283,11 @@ def test_bitwarden_on_is_reported_as_waiting_then_off_is_ready(
     else:
         def reported() -> None:
             esc = wait_esc("True", kind="Progressing", reason="WaitingForOperand", timeout=60)
-            message = (condition(esc, "Ready") or {}).get("message", "")
-            assert ("Deployment external-secrets/bitwarden-sdk-server: 0 of 1 replicas "
-                    "available; pod external-secrets/bitwarden-sdk-server-") in message
+            awaited = {item["object"]: item["message"]
+                       for item in esc["status"].get("awaited") or []}
+            message = awaited.get("Deployment external-secrets/bitwarden-sdk-server", "")
+            assert message.startswith(
+                "0 of 1 replicas available; pod external-secrets/bitwarden-sdk-server-"), awaited
             assert ("container bitwarden-sdk-server waiting: NoLocalBinary: the simulated "
                     "cluster has no binary for image ") in message
             assert (condition(esc, "Degraded") or {}).get("status") == "False"

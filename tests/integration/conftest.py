@@ -63,6 +63,7 @@ MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # One operand namespace per scenario (the default one for the `spec: {}` install).
+CONDITION_MESSAGE_LIMIT = 160  # manager.controllers.summary.LIMIT, stated here on purpose
 SCENARIO_NAMESPACES = {
     "install": "external-secrets",
     "bitwarden": "eso-it-bitwarden",
@@ -90,6 +91,8 @@ SCENARIO_NAMESPACES = {
     "monitoring": "eso-it-monitoring",
     "tls-profile": "eso-it-tls",
     "waiting": "eso-it-waiting",
+    # long, so that the names in status summaries are long (63 is the limit)
+    "status-line": "eso-it-status-line-with-a-long-namespace-name-to-fill-summaries",
 }
 USER_NAMESPACE = "eso-it-user-apps"
 
@@ -467,11 +470,21 @@ class EscHandle:
         return await self.kube.request("GET", f"{ESC_API}/cluster")
 
     async def condition(self, kind: str) -> dict[str, Any] | None:
+        """The condition `kind`; every condition read here is checked to fit on one line of
+        `kubectl get esc` (the detail is in status.awaited, status.failure and Events)."""
         esc = await self.get()
-        for condition in (esc.get("status") or {}).get("conditions") or []:
+        conditions = (esc.get("status") or {}).get("conditions") or []
+        for condition in conditions:
+            assert len(condition.get("message", "")) <= CONDITION_MESSAGE_LIMIT, condition
+        for condition in conditions:
             if condition["type"] == kind:
                 return dict(condition)
         return None
+
+    async def failure_message(self) -> str:
+        """The whole message of the current failure (the conditions summarise it)."""
+        status = (await self.get()).get("status") or {}
+        return str((status.get("failure") or {}).get("message", ""))
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -509,9 +522,9 @@ async def wait_installed(esc: EscHandle, namespace: str, timeout: float = 60.0,
     """Until the ESC is Ready, or, on the simulated cluster, waits for nothing but
     bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
     async def check() -> dict[str, Any]:
-        ready = await esc.condition("Ready")
-        assert counts_as_installed(ready, namespace, simulated=not USE_EXISTING_CLUSTER), ready
-        return dict(ready or {})
+        status = (await esc.get()).get("status") or {}
+        assert counts_as_installed(status, namespace, simulated=not USE_EXISTING_CLUSTER), status
+        return next(c for c in status["conditions"] if c["type"] == "Ready")
 
     result: dict[str, Any] = await eventually(check, timeout)
     return result

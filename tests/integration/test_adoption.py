@@ -86,7 +86,8 @@ async def test_foreign_objects_stay_untouched_until_adopted(
     await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
 
     degraded = await wait_condition(esc, "Degraded", "True", reason="ObjectNotOwned")
-    message = degraded["message"]
+    message = await esc.failure_message()  # the conditions carry its first line
+    assert degraded["message"].startswith(message[:60])
     for name in ("ClusterRole external-secrets-controller",
                  "ValidatingWebhookConfiguration externalsecret-validate"):
         assert f"{name} exists and is managed by Helm release helm-eso/external-secrets" \

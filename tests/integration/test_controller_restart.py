@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from manager.controllers.runtime import STANDING_WATCHES
-from manager.controllers.status import ESC_DELETED_MESSAGE
+from manager.controllers.status import ESC_DELETED_SUMMARY
 from manager.kube import Kube
 from tests.integration.conftest import (
     ESC_API,
@@ -79,7 +79,7 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
         esm = await kube.request("GET", ESM_PATH)
         entries = {e["name"]: e for e in esm["status"]["controllerStatuses"]}
         ready = {c["type"]: c for c in entries["external-secrets-controller"]["conditions"]}
-        assert ready["Ready"]["message"] == ESC_DELETED_MESSAGE
+        assert ready["Ready"]["message"] == ESC_DELETED_SUMMARY
 
     await eventually(recorded)
     await operator.wait_idle()

@@ -56,11 +56,13 @@ async def wait_present(kube: Kube, namespace: str, wanted: Keys, absent: Keys = 
     return result
 
 
-async def _eventually_in_message(esc: EscHandle, text: str) -> str:
+async def _eventually_awaited(esc: EscHandle, subject: str, text: str) -> str:
+    """The message of `subject` in status.awaited, once it says `text`."""
     async def check() -> str:
-        ready = await esc.condition("Ready") or {}
-        assert text in ready.get("message", ""), ready
-        return str(ready["message"])
+        status = (await esc.get()).get("status") or {}
+        awaited = {item["object"]: item["message"] for item in status.get("awaited") or []}
+        assert text in awaited.get(subject, ""), status
+        return awaited[subject]
     message: str = await eventually(check, 30)
     return message
 
@@ -88,10 +90,11 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     # everything but bitwarden-sdk-server's Deployment (which would mount it) is applied.
     await esc.patch_spec({"appConfig": bitwarden["appConfig"]})
     degraded = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
+    whole = await esc.failure_message()  # the conditions carry a summary of it
     assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in degraded["message"]
-    assert "bitwarden-tls" in degraded["message"]
+    assert "bitwarden-tls" in whole
     assert (f"Held back until then: Deployment {namespace}/bitwarden-sdk-server; everything "
-            "else is applied") in degraded["message"]
+            "else is applied") in whole
     assert (await esc.condition("Ready") or {})["status"] == "False"
     held = ("Deployment", namespace, "bitwarden-sdk-server")
     assert held in bitwarden_only
@@ -106,9 +109,11 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
               "data": {"tls.crt": sentinel, "tls.key": sentinel}}
     await kube.apply(secret_path, secret, field_manager="integration-tests")
     invalid = await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretInvalid")
-    assert 'Secret "bitwarden-tls"' in invalid["message"]
-    assert "has no ca.crt" in invalid["message"]
-    assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in invalid["message"]
+    whole = await esc.failure_message()
+    assert invalid["message"].startswith(whole[:60])
+    assert 'Secret "bitwarden-tls"' in whole
+    assert "has no ca.crt" in whole
+    assert "spec.appConfig.bitwardenSecretManagerProvider.secretRef.name" in whole
     assert await present(kube, namespace) == installed
     assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()
                 or sentinel in r.getMessage()]
@@ -138,7 +143,8 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     if simulated:
         waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
         assert f"Deployment {namespace}/bitwarden-sdk-server" in waiting["message"]
-        assert "NoLocalBinary" in await _eventually_in_message(esc, "NoLocalBinary")
+        assert "NoLocalBinary" in await _eventually_awaited(
+            esc, f"Deployment {namespace}/bitwarden-sdk-server", "NoLocalBinary")
     else:
         await wait_condition(esc, "Ready", "True", timeout=300)
     assert (await esc.get())["status"]["bitwardenSDKServerImage"]
@@ -217,7 +223,7 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
     await install_crds(kube, load_crds(crd_dir / "cert-manager"), field_manager="cert-manager")
     degraded = await wait_condition(esc, "Degraded", "True", reason="IssuerNotFound")
     assert "spec.appConfig.certManagerConfig.issuerRef" in degraded["message"]
-    assert 'Issuer "eso-issuer" not found' in degraded["message"]
+    assert 'Issuer "eso-issuer" not found' in await esc.failure_message()
     await wait_present(kube, namespace, cert_controller)
 
     # cert-manager runs and the Issuer appears: the webhook Certificate is issued, and only
@@ -302,10 +308,11 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
         {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
          "value": another_ca(tmp_path)}], content_type="application/json-patch+json")
     stale = await wait_condition(esc, "Ready", "False", timeout=30)
-    assert ("ValidatingWebhookConfiguration secretstore-validate: the caBundle of "
-            "validate.secretstore.external-secrets.io does not include the CA of the "
-            f"certificate the webhook serves (Secret {namespace}/external-secrets-webhook-cm)"
-            ) in stale["message"]
+    assert "ValidatingWebhookConfiguration secretstore-validate" in stale["message"]
+    assert ("the caBundle of validate.secretstore.external-secrets.io does not include the CA "
+            "of the certificate the webhook serves "
+            f"(Secret {namespace}/external-secrets-webhook-cm)") in await _eventually_awaited(
+        esc, "ValidatingWebhookConfiguration secretstore-validate", "does not include")
     cert_manager.start()
     await wait_condition(esc, "Ready", "True", timeout=60)
 

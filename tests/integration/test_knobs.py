@@ -278,7 +278,7 @@ async def test_a_rotated_then_deleted_ca(kube: Kube, esc: EscHandle,
     degraded = await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound")
     assert "spec.appConfig.trustedCABundle.configMapName" in degraded["message"]
     assert (f"Held back until then: Deployment {NAMESPACE}/external-secrets; everything else "
-            "is applied") in degraded["message"]
+            "is applied") in await esc.failure_message()
     assert (await esc.get())["status"]["failure"]["object"] == f"ConfigMap {NAMESPACE}/private-ca"
 
     await kube.delete(_deployment_path("external-secrets-webhook"))

@@ -64,7 +64,7 @@ async def test_operating_namespace_grants_rights_there_and_nowhere_else(
     # The operating namespace does not exist yet: Degraded naming it; the rest is installed.
     degraded = await wait_condition(esc, "Degraded", "True", reason="OperatingNamespaceNotFound")
     assert "spec.appConfig.operatingNamespace" in degraded["message"]
-    assert f'namespace "{TEAM}" does not exist' in degraded["message"]
+    assert f'namespace "{TEAM}" does not exist' in await esc.failure_message()
     found = await managed_objects(kube, NAMESPACE)
     controller = found[("Deployment", NAMESPACE, "external-secrets")]
     assert f"--namespace={TEAM}" in controller["spec"]["template"]["spec"]["containers"][0]["args"]

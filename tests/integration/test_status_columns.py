@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from manager.kube import ApiError, Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
+    CONDITION_MESSAGE_LIMIT,
     ESM_PATH,
     SCENARIO_NAMESPACES,
     EscHandle,
@@ -79,6 +82,7 @@ async def test_columns_and_status_say_what_is_in_effect_and_what_failed(
         "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}})
     await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
     failure = (await esc.get())["status"]["failure"]
+    assert failure.pop("message").startswith("spec.appConfig.bitwardenSecretManagerProvider")
     assert failure == {"object": f"Secret {namespace}/bitwarden-tls",
                        "inspect": f"kubectl get secrets -n {namespace}"}
     columns = table(cluster, "esc")
@@ -148,7 +152,7 @@ async def test_each_failure_replaces_the_one_before_field_by_field(
         await esc.create({"controllerConfig": {"namespace": namespace}})
         await wait_condition(esc, "Degraded", "True", reason="ApplyRejected", timeout=60)
         failure = (await esc.get())["status"]["failure"]
-        assert set(failure) == {"object", "request", "response", "inspect"}
+        assert set(failure) == {"object", "request", "response", "inspect", "message"}
         assert failure["object"] == f"Deployment {namespace}/external-secrets-webhook"
         assert failure["request"] == f"PATCH {webhook}"
         assert failure["response"].startswith("422 ")
@@ -163,9 +167,65 @@ async def test_each_failure_replaces_the_one_before_field_by_field(
         await kube.delete(POLICY)
     await wait_condition(esc, "Degraded", "True", reason="TrustedCABundleNotFound", timeout=90)
     failure = (await esc.get())["status"]["failure"]
+    assert "eso-it-missing-ca" in failure.pop("message")
     assert failure == {"object": f"ConfigMap {namespace}/eso-it-missing-ca",
                        "inspect": f"kubectl get configmaps -n {namespace}"}
 
     await esc.patch_spec({"appConfig": {"trustedCABundle": None}})
     await wait_condition(esc, "Ready", "True", timeout=90)
     assert "failure" not in (await esc.get())["status"]
+
+
+async def test_the_status_line_fits_and_status_awaited_lists_what_is_awaited(
+        *, kube: Kube, cluster: Cluster, esc: EscHandle, start_operator: StartOperator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An external-secrets image the cluster cannot run: every Deployment of the operand
+    waits for its pod and, without the cert-controller, both webhook configurations wait
+    for a caBundle. The conditions (and the ESM's entry that mirrors them) stay one short
+    line naming the first object and the count; status.awaited lists every object with its
+    cause; once the image runs, the ESC is Ready and status.awaited is gone."""
+    namespace = SCENARIO_NAMESPACES["status-line"]
+    monkeypatch.setenv("RELATED_IMAGE_EXTERNAL_SECRETS",
+                       "registry.invalid/no-such-external-secrets:v0.0.1")
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": namespace}})
+
+    async def all_awaited() -> dict[str, Any]:
+        status: dict[str, Any] = (await esc.get()).get("status") or {}
+        awaited = {item["object"]: item["message"] for item in status.get("awaited") or []}
+        for name in ("external-secrets", "external-secrets-webhook",
+                     "external-secrets-cert-controller"):
+            assert "NoLocalBinary" in awaited.get(f"Deployment {namespace}/{name}", ""), status
+        for name in ("externalsecret-validate", "secretstore-validate"):
+            assert "no caBundle yet" in awaited.get(
+                f"ValidatingWebhookConfiguration {name}", ""), status
+        return status
+
+    status = await eventually(all_awaited, 60)
+    count = len(status["awaited"])
+    first = status["awaited"][0]["object"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    for condition in conditions.values():
+        assert len(condition["message"]) <= CONDITION_MESSAGE_LIMIT, condition
+    for kind in ("Ready", "Progressing"):
+        message = conditions[kind]["message"]
+        assert message.startswith(f"Waiting for {count} objects: {first}"), message
+        assert message.endswith(f" and {count - 1} more; see status.awaited"), message
+    assert conditions["Ready"]["reason"] == "WaitingForOperand"
+    assert "failure" not in status
+    columns = table(cluster, "esc")
+    assert columns["MESSAGE"] == conditions["Ready"]["message"]
+    esm = await kube.request("GET", ESM_PATH)
+    (entry,) = [e for e in esm["status"]["controllerStatuses"]
+                if e["name"] == "external-secrets-controller"]
+    assert {c["type"]: c["message"] for c in entry["conditions"]} == {
+        kind: c["message"] for kind, c in conditions.items()}
+
+    await operator.stop()
+    monkeypatch.delenv("RELATED_IMAGE_EXTERNAL_SECRETS")
+    await start_operator()
+    await wait_condition(esc, "Ready", "True", timeout=90)
+    status = (await esc.get())["status"]
+    assert "awaited" not in status
+    for condition in status["conditions"]:
+        assert len(condition["message"]) <= CONDITION_MESSAGE_LIMIT, condition

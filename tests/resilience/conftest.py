@@ -354,7 +354,11 @@ async def wait_condition(kube: Kube, kind: str, status: str, *, contains: str = 
         assert current is not None, f"no {kind} condition yet: {esc.get('status')}"
         assert current.get("observedGeneration") == esc["metadata"]["generation"], current
         assert current["status"] == status, current
-        assert contains in current["message"], current
+        # the conditions summarise; status.failure.message has the whole text
+        whole = ((esc.get("status") or {}).get("failure") or {}).get("message", "")
+        assert contains in current["message"] or contains in whole, current
+        if whole:
+            current["whole"] = whole
         if reason is not None:
             assert current["reason"] == reason, current
         return dict(current)
@@ -373,7 +377,8 @@ async def wait_installed(kube: Kube, namespace: str, timeout: float = 60.0,
                       if c["type"] == "Ready"), None)
         assert ready is not None, esc.get("status")
         assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
-        assert counts_as_installed(ready, namespace, simulated=not USE_EXISTING_CLUSTER), ready
+        assert counts_as_installed(esc.get("status"), namespace,
+                                   simulated=not USE_EXISTING_CLUSTER), esc.get("status")
         return dict(ready)
 
     result: dict[str, Any] = await eventually(check, timeout, interval=0.05)

@@ -387,7 +387,7 @@ async def test_the_operators_own_namespace_is_refused_before_any_write(hostile: 
     degraded = await wait_condition(hostile.kube, "Degraded", "True",
                                     contains="spec.controllerConfig.namespace",
                                     reason="InvalidConfiguration")
-    assert "the namespace the operator itself runs in" in degraded["message"]
+    assert "the namespace the operator itself runs in" in degraded["whole"]
     await wait_quiet(hostile.audit)
     operand_writes = [(e["verb"], resource_of(e)) for e in writes(hostile.audit.entries(start))
                       if resource_of(e)[0] != "operator.openshift.io"
@@ -415,7 +415,7 @@ async def test_cert_manager_requested_but_not_installed(hostile: Hostile, crd_di
     condition = await wait_condition(hostile.kube, "Degraded", "True",
                                      contains="spec.appConfig.certManagerConfig.enabled",
                                      reason="CertManagerNotInstalled")
-    assert "cert-manager is not installed" in condition["message"]
+    assert "cert-manager is not installed" in condition["whole"]
     assert hostile.operator.alive
 
 
@@ -436,7 +436,7 @@ async def test_missing_issuer_once_cert_manager_arrives(hostile: Hostile, crd_di
     condition = await wait_condition(hostile.kube, "Degraded", "True",
                                      contains="spec.appConfig.certManagerConfig.issuerRef",
                                      reason="IssuerNotFound", timeout=45)
-    assert 'ClusterIssuer "no-such-issuer" not found' in condition["message"]
+    assert 'ClusterIssuer "no-such-issuer" not found' in condition["whole"]
     # cert-manager stays on (it cannot be switched off): the cert-controller was kept.
     found = await managed_objects(hostile.kube, NAMESPACE)
     assert ("Deployment", NAMESPACE, "external-secrets-cert-controller") in found

@@ -620,8 +620,15 @@ def test_management_state_transitions_are_announced_once() -> None:
     unmanaged = Outcome(OutcomeKind.UNMANAGED, "Unmanaged", "paused")
     assert [(e.type, e.reason) for e in pass_events.pass_events(
         [], unmanaged, NOT_DEGRADED, None, config())] == [("Normal", "Unmanaged")]
-    assert pass_events.pass_events([], unmanaged, pass_events.Before(False, "Unmanaged"),
+    assert pass_events.pass_events([], unmanaged, pass_events.Before(False, "Unmanaged",
+                                                                     "paused"),
                                    None, config()) == []
+    # What the Ready summary says changed (other drift): the Event gives the whole of it.
+    drifted = Outcome(OutcomeKind.UNMANAGED, "Unmanaged", "paused; 2 objects differ: a; b",
+                      summary="paused, drift in 2 objects: a and 1 more")
+    assert [e.note for e in pass_events.pass_events(
+        [], drifted, pass_events.Before(False, "Unmanaged", "paused"), None, config())] == [
+        "paused; 2 objects differ: a; b"]
     removing = pass_events.pass_events(_results(Action.DELETED), Outcome(
         OutcomeKind.PROGRESSING, "Removing", "left"), NOT_DEGRADED, None, None,
         cause="managementState is Removed")

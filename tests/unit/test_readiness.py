@@ -31,14 +31,15 @@ def test_an_available_deployment_is_ready() -> None:
 def test_an_unobserved_generation_is_awaited() -> None:
     result = readiness.deployment_readiness(deployment(**{**AVAILABLE,
                                                           "observedGeneration": 1}), [])
-    assert result.awaited == ("Deployment es/external-secrets-webhook: its controller has "
-                              "not seen the latest change yet",)
+    assert result.awaited == (readiness.Awaited(
+        "Deployment es/external-secrets-webhook",
+        "its controller has not seen the latest change yet"),)
 
 
 def test_old_pods_still_running_means_the_rollout_is_not_done() -> None:
     rolling = {**AVAILABLE, "replicas": 2, "availableReplicas": 1}
     assert not readiness.deployment_available(deployment(**rolling))
-    (text,) = readiness.deployment_readiness(deployment(**rolling), []).awaited
+    (text,) = map(str, readiness.deployment_readiness(deployment(**rolling), []).awaited)
     assert "rolling out, 1 of 1 replicas updated and 1 old still running" in text
 
 
@@ -47,7 +48,10 @@ def test_a_waiting_container_is_named_with_its_reason() -> None:
                                       "state": {"waiting": {"reason": "CrashLoopBackOff",
                                                             "message": "back-off 8s"}}}])
     result = readiness.deployment_readiness(deployment(observedGeneration=2), [waiting])
-    (text,) = result.awaited
+    (item,) = result.awaited
+    assert item.subject == "Deployment es/external-secrets-webhook"
+    assert item.detail.startswith("0 of 1 replicas available; pod es/webhook-1")
+    text = str(item)
     assert "Deployment es/external-secrets-webhook: 0 of 1 replicas available" in text
     assert "pod es/webhook-1: container webhook waiting: CrashLoopBackOff: back-off 8s" in text
     assert "(restarted 3 times)" in text
@@ -78,7 +82,7 @@ def test_unschedulable_pods_are_a_problem_that_names_the_fields_to_check() -> No
 def test_a_webhook_without_ca_bundle_is_awaited_and_says_who_fills_it() -> None:
     configuration = {"metadata": {"name": "secretstore-validate"}, "webhooks": [
         {"name": "a", "clientConfig": {"caBundle": "Zm9v"}}, {"name": "b", "clientConfig": {}}]}
-    (text,) = readiness.webhook_readiness(configuration, "the cert-controller").awaited
+    (text,) = map(str, readiness.webhook_readiness(configuration, "the cert-controller").awaited)
     assert "secretstore-validate: no caBundle yet for b (the cert-controller fills it)" in text
     configuration["webhooks"][1]["clientConfig"]["caBundle"] = "YmFy"
     assert readiness.webhook_readiness(configuration, "the cert-controller").ready
@@ -109,7 +113,8 @@ def test_a_ca_bundle_must_include_the_ca_the_webhook_serves() -> None:
                                        "the cert-controller", serving, T0 + 600).ready
     # A stale CA: awaited at first (its filler needs a moment), then a problem naming it.
     stale = _configuration(_bundle(b"old-ca"))
-    (text,) = readiness.webhook_readiness(stale, "the cert-controller", serving, T0 + 5).awaited
+    (text,) = map(str, readiness.webhook_readiness(stale, "the cert-controller", serving,
+                                                   T0 + 5).awaited)
     assert "does not include the CA of the certificate the webhook serves" in text
     assert "(Secret es/external-secrets-webhook)" in text
     (problem,) = readiness.webhook_readiness(stale, "the cert-controller", serving,
@@ -139,17 +144,18 @@ def test_certificates_are_ready_only_with_a_true_ready_condition() -> None:
     assert not readiness.certificate_ready(None)
     certificate["status"] = {"conditions": [{"type": "Ready", "status": "False",
                                              "reason": "Issuing", "message": "pending"}]}
-    (text,) = readiness.certificate_readiness(certificate).awaited
-    assert text.endswith("is not Ready: Issuing: pending")
+    (item,) = readiness.certificate_readiness(certificate).awaited
+    assert item == readiness.Awaited("Certificate es/external-secrets-webhook",
+                                     "not Ready: Issuing: pending")
     certificate["status"]["conditions"][0]["status"] = "True"
     assert readiness.certificate_ready(certificate)
 
 
 def test_parts_combine_in_order() -> None:
-    first = readiness.Readiness(awaited=("a",))
+    first = readiness.Readiness(awaited=(readiness.Awaited("a", "x"),))
     second = readiness.Readiness(problems=(readiness.Problem("R", "b"),))
     total = readiness.combine([first, readiness.Readiness(), second])
-    assert total.awaited == ("a",)
+    assert total.awaited == (readiness.Awaited("a", "x"),)
     assert total.problems == (readiness.Problem("R", "b"),)
     assert not total.ready
     assert total.until is None

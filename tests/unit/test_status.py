@@ -257,9 +257,10 @@ def test_esc_fields_record_what_is_in_effect_and_the_failure() -> None:
                      failure=Failure(inspect="kubectl get issuers -n es", object="Issuer es/ca"))
     degraded = esc_fields(config, failed)
     assert degraded["failure"] == {"object": "Issuer es/ca", "request": None, "response": None,
-                                   "inspect": "kubectl get issuers -n es"}
+                                   "inspect": "kubectl get issuers -n es", "message": "m"}
     assert "externalSecretsImage" not in degraded  # not applied: what was in effect stays
-    assert esc_fields(None, failed) == {"failure": degraded["failure"]}
+    assert degraded["awaited"] is None
+    assert esc_fields(None, failed) == {"failure": degraded["failure"], "awaited": None}
 
 
 def test_a_budget_that_is_not_rendered_is_named_in_status_without_leaving_ready() -> None:
@@ -299,7 +300,7 @@ def test_a_new_failure_replaces_every_field_of_the_one_before() -> None:
     first = status_after({}, esc_status_update({}, rejected, 1, esc_fields(config, rejected), T0))
     second = status_after(first, esc_status_update(first, missing, 1,
                                                    esc_fields(config, missing), T1))
-    assert second["failure"] == {"object": "ConfigMap es/ca",
+    assert second["failure"] == {"object": "ConfigMap es/ca", "message": "m",
                                  "inspect": "kubectl get configmaps -n es"}
     # Stored as written: the next pass with the same failure writes nothing.
     assert esc_status_update(second, missing, 1, esc_fields(config, missing), T2) is None

@@ -204,11 +204,12 @@ async def ready_for_current_generation(kube: Kube, *, current: bool = False,
         assert ready is not None, f"no Ready condition: {esc.get('status')}"
         assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
         if current and not USE_EXISTING_CLUSTER:
-            awaited = ready["message"].split("; waiting for ", 1)[-1].split("; ")
+            awaited = esc["status"].get("awaited") or []
+            objects = [item["object"] for item in awaited]
             assert ready["reason"] == "WaitingForOperand", ready
-            assert len([part for part in awaited if part.startswith("Deployment ")]) == 1, ready
-            assert awaited[0].startswith(f"Deployment {NAMESPACE}/bitwarden-sdk-server:"), ready
-            assert "NoLocalBinary" in ready["message"], ready
+            assert len([o for o in objects if o.startswith("Deployment ")]) == 1, awaited
+            assert objects[0] == f"Deployment {NAMESPACE}/bitwarden-sdk-server", awaited
+            assert "NoLocalBinary" in awaited[0]["message"], awaited
         else:
             assert ready["status"] == "True", ready
         return esc
