@@ -82,11 +82,12 @@ async def test_a_waiting_operand_costs_no_requests_and_its_end_wakes_the_operato
     operator = await start_operator()  # resync 3600 s: only a watch can end the wait
     await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
 
-    # Waiting, and the message follows the pods (their watch: no retry reads them).
-    async def waiting() -> dict[str, Any]:
-        condition = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
-        assert "NoLocalBinary" in condition["message"], condition
-        return condition
+    # Waiting, and status.awaited follows the pods (their watch: no retry reads them).
+    async def waiting() -> list[dict[str, Any]]:
+        await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
+        awaited = (await esc.get()).get("status", {}).get("awaited") or []
+        assert any("NoLocalBinary" in item.get("message", "") for item in awaited), awaited
+        return awaited
 
     await eventually(waiting, 60)
     await operator.wait_idle(quiet=3.0)
