@@ -28,6 +28,7 @@ when the cluster stops, so nothing outlives it, even a runner that was killed.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,16 +37,24 @@ from devcluster.pods import JsonObject, Launch, LaunchError
 
 PODMAN = "podman"
 STORE = "containers"  # in the cluster's directory
+# podman refuses a runroot longer than 50 characters: the run state goes here, per cluster.
+RUN_ROOT = Path("/run/eso-devcluster")
 LIMITS = ("--ulimit=nofile=1024:1024", "--ulimit=nproc=1024:1024")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def run_root(state_dir: Path) -> Path:
+    """The store's run state (a short path: podman's limit), named after the cluster."""
+    key = hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+    return RUN_ROOT / key
 
 
 def podman(state_dir: Path) -> list[str]:
     """podman on this cluster's store (its own libpod state too: nothing shared with the
     host's containers)."""
-    store = state_dir / STORE
-    return [PODMAN, f"--root={store / 'root'}", f"--runroot={store / 'run'}",
-            f"--tmpdir={store / 'tmp'}", "--storage-driver=overlay"]
+    run = run_root(state_dir)
+    return [PODMAN, f"--root={state_dir / STORE}", f"--runroot={run / 'run'}",
+            f"--tmpdir={run / 'tmp'}", "--storage-driver=overlay"]
 
 
 def available() -> bool:
@@ -124,7 +133,7 @@ def remove(state_dir: Path, name: str) -> None:
 
 def running(state_dir: Path) -> list[str]:
     """Names of the containers of this cluster's store (any state)."""
-    if not (state_dir / STORE).exists():
+    if not (state_dir / STORE).exists() or not available():
         return []
     found = subprocess.run([*podman(state_dir), "ps", "--all", "--format", "{{.Names}}"],
                            capture_output=True, text=True, check=False, timeout=60)
@@ -134,9 +143,10 @@ def running(state_dir: Path) -> list[str]:
 def remove_all(state_dir: Path) -> None:
     """Every container and image of this cluster's store, then the store itself."""
     store = state_dir / STORE
-    if not store.exists() or not available():
+    if not (store.exists() or run_root(state_dir).exists()) or not available():
         return
     for action in (["rm", "--all", "--force", "--time=0"], ["rmi", "--all", "--force"]):
         subprocess.run([*podman(state_dir), *action], capture_output=True, check=False,
                        timeout=120)
     shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(run_root(state_dir), ignore_errors=True)

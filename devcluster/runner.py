@@ -496,6 +496,12 @@ class PodSupervisor(threading.Thread):
         if code is not None:
             self._exited(container, code)
             return
+        if container.state.get("waiting"):  # podman: pulling or creating the container
+            if container.launch is None or not self._pid_file(container).exists():
+                return
+            container.running(container.launch)  # as a kubelet, probes start from here
+            logger.info("pod %s: %s: container %s started", self.key, container.spec["name"],
+                        container.podman_name)
         self._probe(container, moment)
 
     def _start(self, container: Container) -> None:
@@ -533,9 +539,12 @@ class PodSupervisor(threading.Thread):
             argv, env=os.environ.copy() if container.podman_name else spec.env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd="/")
         log.close()
-        if not container.podman_name:  # podman writes the container's own (--pidfile)
+        if container.podman_name:  # running once podman wrote the container's pid (--pidfile)
+            container.launch = spec
+            container.waiting("ContainerCreating")
+        else:
             self._pid_file(container).write_text(str(container.process.pid))
-        container.running(spec)
+            container.running(spec)
         logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
                     container.process.pid)
 
