@@ -28,6 +28,7 @@ when the cluster stops, so nothing outlives it, even a runner that was killed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import subprocess
@@ -150,3 +151,5 @@ def remove_all(state_dir: Path) -> None:
                        timeout=120)
     shutil.rmtree(store, ignore_errors=True)
     shutil.rmtree(run_root(state_dir), ignore_errors=True)
+    with contextlib.suppress(OSError):  # the last cluster's: left only while others run
+        RUN_ROOT.rmdir()

@@ -5,9 +5,10 @@ and catalog-operator built from OLM's Go module, a file-based catalog served by 
 (devcluster/catalog.py), and the pod runner running every pod OLM and the operator create:
 the bundle's unpack Job (init containers, then `opm alpha bundle extract`), the operator's
 Deployment (`python -m manager run` from the release's own source tree, with the pod's
-arguments, environment and ServiceAccount token: only the permissions its CSV grants) and
-the operand. The cluster is fresh so that nothing but the bundle provides the CRDs and the
-RBAC: whatever the bundle lacks fails these tests.
+arguments, environment and ServiceAccount token: only the permissions its CSV grants; or,
+for a release given `pull_operator_image`, the real image from a registry, with podman:
+test_install_image.py) and the operand. The cluster is fresh so that nothing but the
+bundle provides the CRDs and the RBAC: whatever the bundle lacks fails these tests.
 
 A module that sets `OPENSHIFT = True` gets its cluster in the simulated cluster's OpenShift
 mode: OpenShift's config API (APIServer, Proxy and their `cluster` objects) is served before
