@@ -496,7 +496,7 @@ class PodSupervisor(threading.Thread):
         if code is not None:
             self._exited(container, code)
             return
-        if container.state.get("waiting"):  # podman: pulling or creating the container
+        if container.podman_name and "waiting" in container.state:  # pulling or creating
             if container.launch is None or not self._pid_file(container).exists():
                 return
             container.running(container.launch)  # as a kubelet, probes start from here
