@@ -187,6 +187,9 @@ bench-disruption: venv prereqs
 	$(PY) -m tests.disruption.figures $(DISRUPTION_RESULTS)
 
 # OLM installs, upgrades and removes the operator (tests/olm, docs/olm.md); part of `make test`.
+# The operator image first: test_install_image.py installs it from a loopback registry.
 .PHONY: test-olm
 test-olm: venv prereqs
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image CONTAINER_TOOL=podman; \
+	else echo "podman is not installed: tests/olm/test_install_image.py will skip"; fi
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/olm $(PYTEST_ARGS)

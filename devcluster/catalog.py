@@ -10,7 +10,9 @@ carrying its CSV's `olm.skipRange`. `opm validate` checks the result.
 
 The images the catalog names run here (images.py): the bundle image copies the bundle's
 directory where OLM's copy tool puts it, and each release's operator image runs
-`python -m manager` from that release's source tree.
+`python -m manager` from that release's source tree, or, for a release prepared with the
+image's reference in a registry (`prepare(..., operator_image=...)`), that image itself
+with podman (containers.py).
 """
 
 from __future__ import annotations
@@ -36,15 +38,19 @@ SKIP_RANGE = "olm.skipRange"
 ANNOTATIONS = "operators.operatorframework.io.bundle"
 
 # Run with the release's own package first on sys.path: its generator writes the operand
-# CRDs that the committed bundle/ leaves out (`python -m manager bundle` does the same).
+# CRDs that the committed bundle/ leaves out (`python -m manager bundle` does the same);
+# given an image (argv[2]), every bundle file, the CSV naming that image
+# (`python -m manager bundle --image`).
 _BUILD_TIME_FILES = """
 import sys
 from pathlib import Path
 from manager.olm import bundle, crds
 root, out = Path.cwd(), Path(sys.argv[1])
-files = bundle.generate(bundle.BundleSources(root, crds.fetch_operand_crds(root)))
-for path, content in files.build_time.items():
-    (out / path.relative_to(bundle.BUNDLE_DIR)).write_text(content)
+image = sys.argv[2:]
+files = bundle.generate(bundle.BundleSources(root, crds.fetch_operand_crds(root), *image))
+for path, content in (files.all() if image else files.build_time).items():
+    if path.parts[0] == str(bundle.BUNDLE_DIR) and path.parts[1] in ("manifests", "metadata"):
+        (out / path.relative_to(bundle.BUNDLE_DIR)).write_text(content)
 """
 
 
@@ -56,6 +62,8 @@ class Release:
     annotations: dict[str, str]  # bundle/metadata/annotations.yaml
     environment: Path | None = None
     """The virtualenv its operator image runs with (None: images.release_venv decides)."""
+    pulled: bool = False
+    """Its operator image is a real image in a registry, pulled and run with podman."""
 
     @property
     def name(self) -> str:
@@ -70,26 +78,36 @@ class Release:
 
     @property
     def bundle_image(self) -> str:
-        """The Makefile's BUNDLE_IMG: the operator image's reference plus `-bundle`."""
-        return f"{self.operator_images[0]}-bundle"
+        """The Makefile's BUNDLE_IMG: the operator image's reference plus `-bundle`; for an
+        operator image by digest, its repository plus `-bundle`, tagged with the version."""
+        operator = self.operator_images[0]
+        if "@" in operator:
+            return f"{image_map.repository(operator)}-bundle:v{self.csv['spec']['version']}"
+        return f"{operator}-bundle"
 
 
-def prepare(source: Path, directory: Path, environment: Path | None = None) -> Release:
+def prepare(source: Path, directory: Path, environment: Path | None = None, *,
+            operator_image: str | None = None) -> Release:
     """The complete bundle of the release in `source`, written to `directory`; its operator
-    runs with the virtualenv `environment` (default: images.release_venv's choice)."""
+    runs with the virtualenv `environment` (default: images.release_venv's choice). With
+    `operator_image` (a reference in a registry), the bundle is generated to name that image
+    (`python -m manager bundle --image`), and the image itself runs."""
     committed = subprocess.run(["git", "-C", str(source), "ls-files", "-z", "bundle/manifests",
                                 "bundle/metadata"], capture_output=True, check=True).stdout
     for relative in filter(None, committed.decode().split("\0")):
         target = directory / Path(relative).relative_to("bundle")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / relative, target)
-    subprocess.run([sys.executable, "-c", _BUILD_TIME_FILES, str(directory)], cwd=source,
-                   env={**os.environ, "PYTHONPATH": str(source)}, check=True, timeout=900)
+    image = [operator_image] if operator_image else []
+    subprocess.run([sys.executable, "-c", _BUILD_TIME_FILES, str(directory), *image],
+                   cwd=source, env={**os.environ, "PYTHONPATH": str(source)}, check=True,
+                   timeout=900)
     csv = next(doc for path in sorted((directory / "manifests").glob("*.yaml"))
                for doc in yaml.safe_load_all(path.read_text())
                if doc and doc.get("kind") == "ClusterServiceVersion")
     annotations = yaml.safe_load((directory / "metadata" / "annotations.yaml").read_text())
-    return Release(source, directory, csv, annotations["annotations"], environment)
+    return Release(source, directory, csv, annotations["annotations"], environment,
+                   pulled=operator_image is not None)
 
 
 VERSION_LINE = re.compile(r'^__version__ = "[^"]*"$', re.MULTILINE)
@@ -201,7 +219,8 @@ def images(releases: list[Release]) -> image_map.ImageMap:
             ("/util/cpb",), ("cp", "-R", f"{BUNDLE_FILES}/manifests", f"{BUNDLE_FILES}/metadata"),
             BUNDLE_USER, files=((str(release.bundle), BUNDLE_FILES),))
         for image in release.operator_images:
-            found[image] = image_map.operator_image(release.source, release.environment)
+            found[image] = (image_map.pulled() if release.pulled else
+                            image_map.operator_image(release.source, release.environment))
     return found
 
 

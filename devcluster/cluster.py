@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from devcluster import crds, egress, olm, podlogs
+from devcluster import containers, crds, egress, olm, podlogs
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError
 from devcluster.controlplane import (
@@ -164,6 +164,7 @@ class SimulatedCluster:
 
     def stop(self) -> None:
         self.plane.stop()
+        containers.remove_all(self.workdir)  # what podman ran, even if the runner was killed
 
     def __enter__(self) -> SimulatedCluster:
         self.start()

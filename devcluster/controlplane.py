@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from devcluster import containers
 from manager.paths import REPO_ROOT
 
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-control-plane.sh"
@@ -356,6 +357,7 @@ def stop_recorded(workdir: Path) -> bool:
     state = json.loads(state_path.read_text())
     for pid in reversed(list(state["pids"].values())):
         _terminate(pid, 15.0)
+    containers.remove_all(workdir)  # what podman ran for its pods
     shutil.rmtree(workdir, ignore_errors=True)
     return True
 

@@ -1,12 +1,24 @@
-"""Which images the simulated cluster can run, and as what local command.
+"""Which images the simulated cluster can run, and how: the image itself, or a local command.
 
-An image is found by its full reference first (`repository:tag`: two versions of one image
-can run different code), else by its repository (registry and path, without tag or
-digest). The operand's image runs the external-secrets binary built from its Go module at
-SIMULATION_EXTERNAL_SECRETS_VERSION (hack/build-tool.sh); the tag of the image in the pod
-does not change which binary runs, and tests that care say so. Clusters started with OLM
-add OLM's images (olm.py) and, per catalog, the operator's and the bundles' (catalog.py).
-The map is a JSON file that the runner reads again whenever it changes.
+An image is found by its full reference first (`repository:tag` or `@digest`: two versions
+of one image can run different code), else by its repository (registry and path, without
+tag or digest). The map is a JSON file that the runner reads again whenever it changes.
+
+What runs from a real image (`pulled()`: podman pulls the pod's reference from a registry
+and runs it, devcluster/containers.py):
+- the operator image, when a test publishes it to a registry on loopback and its catalog's
+  bundle names it by digest (tests/olm/test_install_image.py, catalog.Release.pulled).
+
+What runs as a local command standing in for an image the cluster cannot have:
+- the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
+  binary built from its Go module at SIMULATION_EXTERNAL_SECRETS_VERSION
+  (hack/build-tool.sh); the tag in the pod does not change which binary runs, and tests
+  that care say so; bitwarden-sdk-server has none (its pods wait, NoLocalBinary);
+- OLM's util and opm images (olm.py): OLM's cpb and opm binaries;
+- each bundle image (catalog.py): a copy of the bundle's directory, not unpacked from the
+  image;
+- the operator image in every other OLM test (catalog.py, `operator_image()`): `python -m
+  manager` from the release's source tree, with the release's virtualenv.
 """
 
 from __future__ import annotations
@@ -78,9 +90,16 @@ def operator_image(source: Path, venv: Path | None = None) -> ImageEntry:
                              (interpreter, interpreter)))
 
 
+def pulled(user: int = OPERATOR_USER) -> ImageEntry:
+    """An image that runs as itself: pulled by the pod's reference and run with podman
+    (containers.py); `user` is its USER, for the runAsNonRoot check."""
+    return ImageEntry((), (), user, runtime="podman")
+
+
 def save(images: ImageMap, path: Path) -> None:
     document = {name: {"entrypoint": list(e.entrypoint), "local": list(e.local),
-                       "user": e.user, "env": dict(e.env), "files": dict(e.files)}
+                       "user": e.user, "env": dict(e.env), "files": dict(e.files),
+                       "runtime": e.runtime}
                 for name, e in images.items()}
     partial = path.with_name(f".{path.name}.tmp")
     partial.write_text(json.dumps(document, indent=1))
@@ -90,7 +109,8 @@ def save(images: ImageMap, path: Path) -> None:
 def load(path: Path) -> ImageMap:
     return {name: ImageEntry(tuple(e["entrypoint"]), tuple(e["local"]), int(e["user"]),
                              tuple((e.get("env") or {}).items()),
-                             tuple((e.get("files") or {}).items()))
+                             tuple((e.get("files") or {}).items()),
+                             e.get("runtime", "local"))
             for name, e in json.loads(path.read_text()).items()}
 
 

@@ -14,6 +14,10 @@ namespace (netns.py). Everything that differs from a kubelet is decided here, in
    mount namespace (see runner.py); `/tmp` and `/run` are fresh per pod, as in a container.
 3. **Only declared ports are reachable** from outside the pod (container ports and probe
    ports); **exec probes are not run**, HTTP and TCP probes are.
+
+An image whose entry says `runtime="podman"` is not a local command: the runner runs the
+real image with podman (devcluster/containers.py), in the pod's network namespace, with the
+same environment and volumes, and the container's securityContext (`security`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class ImageEntry:
     user: int = 65534
     env: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str], ...] = ()  # (host directory, path in the container)
+    runtime: str = "local"
+    """"local": `local` stands in for the image; "podman": the pod's image itself runs
+    (pulled by its reference; `entrypoint`, `local` and `files` are unused)."""
 
 VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -62,6 +69,20 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Security:
+    """The container's securityContext (over the pod's) as a container runtime applies it."""
+
+    run_as_user: int | None = None  # None: the image's USER
+    run_as_group: int | None = None
+    read_only_root: bool = False
+    drop: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
+    no_new_privileges: bool = False  # allowPrivilegeEscalation: false
+    privileged: bool = False
+    seccomp: str = "RuntimeDefault"  # RuntimeDefault, Unconfined or Localhost
+
+
+@dataclass(frozen=True)
 class Launch:
     """One container as a local process."""
 
@@ -81,6 +102,11 @@ class Launch:
     """The image's files: (host directory, path in the container)."""
     command: tuple[str, ...] = ()
     """The local command that stands in for the image's entrypoint (argv starts with it)."""
+    runtime: str = "local"
+    """"podman": `image` runs with podman; argv is the pod's args, `entrypoint` its command."""
+    image: str = ""
+    entrypoint: tuple[str, ...] = ()
+    security: Security = field(default_factory=Security)
 
 
 class LaunchError(Exception):
@@ -109,13 +135,14 @@ def _field_value(pod: JsonObject, path: str) -> str:
 
 
 def container_env(pod: JsonObject, container: JsonObject, lookup: Any, api_host: str,
-                  api_port: int, *, image_env: tuple[tuple[str, str], ...] = (),
+                  api_port: int, *, image_env: tuple[tuple[str, str], ...] | None = (),
                   ) -> tuple[dict[str, str], frozenset[str]]:
     """The environment of `container` over the image's; `lookup(kind, name, key)` reads
     Secret and ConfigMap keys (None when absent). Returns the variables and the names that
-    hold secret values."""
+    hold secret values. `image_env=None`: a real image's runtime adds the image's own."""
     # HOME as a container runtime sets it for a user the image's /etc/passwd lacks.
-    env = {"PATH": BASE_PATH, "HOME": "/", **dict(image_env), "HOSTNAME": pod["metadata"]["name"],
+    base = {} if image_env is None else {"PATH": BASE_PATH, "HOME": "/", **dict(image_env)}
+    env = {**base, "HOSTNAME": pod["metadata"]["name"],
            "KUBERNETES_SERVICE_HOST": api_host, "KUBERNETES_SERVICE_PORT": str(api_port),
            "KUBERNETES_SERVICE_PORT_HTTPS": str(api_port)}
     secret_names: set[str] = set()
@@ -185,19 +212,48 @@ def user(pod: JsonObject, container: JsonObject, image_user: int) -> tuple[int, 
     return int(uid), int(gid)
 
 
+def security(pod: JsonObject, container: JsonObject, image_user: int) -> Security:
+    """The container's securityContext over the pod's; runAsNonRoot checked against the user
+    the container will have (`image_user` when neither sets runAsUser)."""
+    pod_context = pod["spec"].get("securityContext") or {}
+    context = container.get("securityContext") or {}
+    user(pod, container, image_user)  # refuses root under runAsNonRoot
+    capabilities = context.get("capabilities") or {}
+    seccomp = (context.get("seccompProfile") or pod_context.get("seccompProfile") or {})
+    return Security(
+        run_as_user=context.get("runAsUser", pod_context.get("runAsUser")),
+        run_as_group=context.get("runAsGroup", pod_context.get("runAsGroup")),
+        read_only_root=bool(context.get("readOnlyRootFilesystem", False)),
+        drop=tuple(capabilities.get("drop") or ()), add=tuple(capabilities.get("add") or ()),
+        no_new_privileges=context.get("allowPrivilegeEscalation") is False,
+        privileged=bool(context.get("privileged", False)),
+        seccomp=str(seccomp.get("type", "RuntimeDefault")))
+
+
 def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: Any, *,
            api_host: str, api_port: int) -> Launch:
     """The process for `container`, whose image runs here as `image` says."""
+    real = image.runtime == "podman"
     env, secret_env = container_env(pod, container, lookup, api_host, api_port,
-                                    image_env=image.env)
+                                    image_env=None if real else image.env)
     command = tuple(expand(part, env) for part in container.get("command") or ())
     args = [expand(part, env) for part in container.get("args") or ()]
+    if real:  # the image's own entrypoint, or the pod's command in its place
+        return _launch(pod, container, env=env, secret_env=secret_env, argv=tuple(args),
+                       image=image, entrypoint=command,
+                       security=security(pod, container, image.user))
     if command:  # it replaces the entrypoint: only the image's own entrypoint can run here
         if command[:len(image.entrypoint)] != image.entrypoint:
             raise LaunchError("NoLocalBinary", f"command {' '.join(command)!r} of image "
                               f"{container['image']} has no local equivalent")
         args = [*command[len(image.entrypoint):], *args]
-    argv = (*image.local, *args)
+    return _launch(pod, container, env=env, secret_env=secret_env,
+                   argv=(*image.local, *args), image=image)
+
+
+def _launch(pod: JsonObject, container: JsonObject, *, env: dict[str, str],
+            secret_env: frozenset[str], argv: tuple[str, ...], image: ImageEntry,
+            **real: Any) -> Launch:
     mounts = tuple(Mount(m["name"], m["mountPath"], m.get("subPath", ""),
                          bool(m.get("readOnly", False)))
                    for m in container.get("volumeMounts") or [])
@@ -206,6 +262,10 @@ def launch(pod: JsonObject, container: JsonObject, image: ImageEntry, lookup: An
     declared = {int(p["containerPort"]) for p in container.get("ports") or []
                 if p.get("protocol", "TCP") == "TCP"}
     ports = declared | {p.port for p in (readiness, liveness) if p.kind != "none"}
+    if real:
+        return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
+                      tuple(sorted(ports)), secret_env, runtime=image.runtime,
+                      image=container["image"], **real)
     return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
                   tuple(sorted(ports)), secret_env, image.files, image.local)
 

@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from devcluster import egress
+from devcluster import containers, egress
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
 from devcluster.controlplane import KUBERNETES_SERVICE
@@ -357,6 +357,7 @@ class Container:
     liveness_failures: int = 0
     restart_at: float = 0.0
     log: CriLog | None = None  # what `kubectl logs` serves (podlogs.py)
+    podman_name: str = ""  # the podman container of the current run ("": a local process)
 
     def waiting(self, reason: str, message: str = "") -> None:
         self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
@@ -495,6 +496,12 @@ class PodSupervisor(threading.Thread):
         if code is not None:
             self._exited(container, code)
             return
+        if container.podman_name and "waiting" in container.state:  # pulling or creating
+            if container.launch is None or not self._pid_file(container).exists():
+                return
+            container.running(container.launch)  # as a kubelet, probes start from here
+            logger.info("pod %s: %s: container %s started", self.key, container.spec["name"],
+                        container.podman_name)
         self._probe(container, moment)
 
     def _start(self, container: Container) -> None:
@@ -508,7 +515,10 @@ class PodSupervisor(threading.Thread):
         try:
             spec = launch(self.pod, container.spec, entry, self.lookup,
                           api_host=KUBERNETES_SERVICE[0], api_port=KUBERNETES_SERVICE[1])
-            script = mount_script(spec, self.volumes.root)
+            argv = (self._podman_run(container, spec) if spec.runtime == "podman" else
+                    ["nsenter", f"--net={self.network.path}", "--", "unshare", "--mount",
+                     "--propagation", "private", "--", "sh", "-c",
+                     mount_script(spec, self.volumes.root), "sh", *spec.argv])
         except LaunchError as error:
             logger.info("pod %s: %s cannot start: %s", self.key, container.spec["name"], error)
             container.waiting(error.reason, error.message)
@@ -524,17 +534,52 @@ class PodSupervisor(threading.Thread):
         if container.log is not None:
             container.log.start_run()
         log = (self.directory / f"{spec.container}.log").open("ab")
+        # podman's own environment is the runner's: the pod's goes in its env file.
         container.process = subprocess.Popen(
-            ["nsenter", f"--net={self.network.path}", "--",
-             "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
-             "sh", *spec.argv],
-            env=spec.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd="/")
+            argv, env=os.environ.copy() if container.podman_name else spec.env, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd="/")
         log.close()
-        self._pid_file(container).write_text(str(container.process.pid))
-        container.running(spec)
+        if container.podman_name:  # running once podman wrote the container's pid (--pidfile)
+            container.launch = spec
+            container.waiting("ContainerCreating")
+        else:
+            self._pid_file(container).write_text(str(container.process.pid))
+            container.running(spec)
         logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
                     container.process.pid)
+
+    def _podman_run(self, container: Container, spec: Launch) -> list[str]:
+        """`podman run` of the pod's image (containers.py); the container's name is kept to
+        signal it."""
+        if not containers.available():
+            raise LaunchError("CreateContainerError", "podman is not installed")
+        name = containers.container_name(self.pod, spec.container, container.restarts)
+        env_file = self.directory / f"{spec.container}.env"
+        containers.write_env_file(spec.env, env_file)
+        containers.remove(self.runner.state_dir, name)  # a leftover of a killed runner
+        container.podman_name = name
+        return containers.run_command(
+            spec, state_dir=self.runner.state_dir, name=name,
+            hostname=self.pod["metadata"]["name"], netns=self.network.path,
+            volumes=self.volumes.root, pid_file=self._pid_file(container), env_file=env_file)
+
+    def _signal(self, container: Container, signal_: signal.Signals) -> None:
+        """SIGTERM or SIGKILL to the container's process: a local process's group, or the
+        podman container (its client, while there is no container yet, is what runs)."""
+        if container.process is None:
+            return
+        if container.podman_name and containers.signal(
+                self.runner.state_dir, container.podman_name, signal_.name[3:]):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(container.process.pid, signal_)
+
+    def _ended(self, container: Container) -> None:
+        """The run is over: its pid file goes, and a podman container with it."""
+        self._pid_file(container).unlink(missing_ok=True)
+        if container.podman_name:
+            containers.remove(self.runner.state_dir, container.podman_name)
+            container.podman_name = ""
 
     def _pid_file(self, container: Container) -> Path:
         """Where the running process's pid is, for tests that look at what it was given."""
@@ -547,7 +592,7 @@ class PodSupervisor(threading.Thread):
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       **container.state.get("running", {}), "finishedAt": now()}
         container.process = None
-        self._pid_file(container).unlink(missing_ok=True)
+        self._ended(container)
         logger.info("pod %s: %s exited with %d", self.key, container.spec["name"], code)
         policy = self.pod["spec"].get("restartPolicy", "Always")
         if container.init:  # done when it succeeded; after a failure, restarted unless Never
@@ -639,9 +684,7 @@ class PodSupervisor(threading.Thread):
             time.sleep(max(0.0, min(seconds, deadline - time.monotonic())))
 
     def _kill(self, container: Container) -> None:
-        if container.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(container.process.pid, signal.SIGKILL)
+        self._signal(container, signal.SIGKILL)
 
     def _stop_processes(self) -> None:
         running = [c for c in self.init_containers + self.containers if c.process is not None]
@@ -651,18 +694,20 @@ class PodSupervisor(threading.Thread):
         if self.delete_pod:  # a pod being deleted: its preStop hooks first, as a kubelet runs them
             self._pre_stop(running, deadline)
         for container in running:
-            assert container.process is not None
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(container.process.pid, signal.SIGTERM)
+            self._signal(container, signal.SIGTERM)
         for container in running:
             assert container.process is not None
             try:
                 container.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self._kill(container)
-                container.process.wait()
+                try:
+                    container.process.wait(30)
+                except subprocess.TimeoutExpired:  # a podman client that hangs
+                    os.killpg(container.process.pid, signal.SIGKILL)
+                    container.process.wait()
             container.process = None
-            self._pid_file(container).unlink(missing_ok=True)
+            self._ended(container)
             if container.log is not None:
                 container.log.pump(final=True)
 

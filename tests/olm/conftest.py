@@ -5,9 +5,10 @@ and catalog-operator built from OLM's Go module, a file-based catalog served by 
 (devcluster/catalog.py), and the pod runner running every pod OLM and the operator create:
 the bundle's unpack Job (init containers, then `opm alpha bundle extract`), the operator's
 Deployment (`python -m manager run` from the release's own source tree, with the pod's
-arguments, environment and ServiceAccount token: only the permissions its CSV grants) and
-the operand. The cluster is fresh so that nothing but the bundle provides the CRDs and the
-RBAC: whatever the bundle lacks fails these tests.
+arguments, environment and ServiceAccount token: only the permissions its CSV grants; or,
+for a release given `pull_operator_image`, the real image from a registry, with podman:
+test_install_image.py) and the operand. The cluster is fresh so that nothing but the
+bundle provides the CRDs and the RBAC: whatever the bundle lacks fails these tests.
 
 A module that sets `OPENSHIFT = True` gets its cluster in the simulated cluster's OpenShift
 mode: OpenShift's config API (APIServer, Proxy and their `cluster` objects) is served before
@@ -90,6 +91,7 @@ class OlmCluster:
     user_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     _releases: dict[Path, catalog.Release] = field(default_factory=dict)
     _environments: dict[Path, Path] = field(default_factory=dict)
+    _pulled: dict[Path, str] = field(default_factory=dict)
     _catalogs: int = 0
 
     def mark(self, event: str) -> None:
@@ -131,6 +133,11 @@ class OlmCluster:
         self._environments[directory] = Path(sys.prefix)  # the current tree's dependencies
         return directory
 
+    def pull_operator_image(self, source: Path, image: str) -> None:
+        """The release in `source` ships the real operator image `image` (a reference in a
+        registry): its bundle names it, and its pod runs it with podman."""
+        self._pulled[source] = image
+
     def release(self, source: Path) -> catalog.Release:
         """The release of `source` as a catalog built before holds it."""
         return self._releases[source]
@@ -138,8 +145,9 @@ class OlmCluster:
     def _release(self, source: Path) -> catalog.Release:
         if source not in self._releases:
             directory = self.workdir / "bundles" / str(len(self._releases))
-            self._releases[source] = catalog.prepare(source, directory,
-                                                     self._environments.get(source))
+            self._releases[source] = catalog.prepare(
+                source, directory, self._environments.get(source),
+                operator_image=self._pulled.get(source))
         return self._releases[source]
 
     async def operator_passed(self, release: catalog.Release, timeout: float = 60.0) -> None:

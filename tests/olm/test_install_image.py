@@ -1,0 +1,197 @@
+"""OLM installs the operator image itself, pulled from a registry by digest, as on a cluster.
+
+The operator image (`make image`) is pushed to a registry on loopback (devcluster/registry.py,
+as hack/publish-images.sh does); the bundle is generated to name it by digest (`python -m
+manager bundle --image REGISTRY/external-secrets-operator@sha256:...`), served in the catalog
+as usual, and installed by the real OLM. The operator's pod runs that image with podman
+(devcluster/containers.py), pulled into the cluster's own empty container store, in the
+pod's network namespace, with the pod's token, volumes and securityContext: the image's
+files, a read-only root, the image's non-root user (the pod sets none), no capabilities, no
+privilege escalation. The operator then works as from the source tree: it creates the ESM
+and the administrator's ESC becomes Ready with the operand running. Deleting the pod stops
+its container (SIGTERM: it releases the Lease); stopping the cluster leaves no container.
+
+What still runs from local stand-ins here: the bundle image (a copy of the bundle's
+directory), OLM's images, the operand's (devcluster/images.py); the catalog is served by `opm
+serve` from its directory, not from the catalog image.
+
+Without podman or the image the test skips, or fails under IMAGE_TESTS=require (.ci/run),
+as tests/images does. Run with `-s` to see the timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from devcluster import containers, controlplane
+from devcluster.registry import Registry
+from manager import __version__
+from manager.olm import identity
+from manager.paths import REPO_ROOT
+from tests.e2e.operator_process import free_port
+from tests.images.test_operator_image import IMAGE, podman, root_is_read_only
+from tests.olm.conftest import NAMESPACE, OlmCluster
+from tests.upgrade.test_upgrade import ESM_PATH
+from tests.waiting import eventually
+
+IMAGE_USER = 1001  # the image's USER (Dockerfile); the CSV's pod sets no runAsUser
+
+
+@pytest.fixture(scope="module")
+def pushed_image(olm_workdir: Path) -> Iterator[str]:
+    """The operator image in a registry on loopback: REGISTRY/external-secrets-operator@D1.
+    The registry stays up until the cluster has stopped (set up first, torn down last)."""
+    tool = podman()  # skips, or fails under IMAGE_TESTS=require, without podman or the image
+    controlplane.require_loopback_only_network()
+    directory = olm_workdir / "registry"
+    directory.mkdir()
+    with Registry(directory / "storage", f"127.0.0.1:{free_port()}",
+                  directory / "registry.log") as registry:
+        digest_file = directory / "digest"
+        subprocess.run([tool, "push", "--quiet", "--tls-verify=false",
+                        f"--digestfile={digest_file}", IMAGE,
+                        f"{registry.address}/external-secrets-operator:v{__version__}"],
+                       check=True, capture_output=True, timeout=300)
+        yield f"{registry.address}/external-secrets-operator@{digest_file.read_text().strip()}"
+
+
+@dataclass
+class Installed:
+    olm: OlmCluster
+    image: str
+    csv: dict[str, Any]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def installed(pushed_image: str, olm_cluster: OlmCluster) -> AsyncIterator[Installed]:
+    cluster = olm_cluster
+    cluster.mark("operator image pushed")
+    cluster.pull_operator_image(REPO_ROOT, pushed_image)
+    [release] = await cluster.publish(REPO_ROOT)
+    assert release.operator_images == [pushed_image], release.operator_images
+    cluster.mark("catalog served (its bundle names the image by digest)")
+    await cluster.subscribe(release)
+    csv = await cluster.succeeded(release)
+    cluster.mark(f"CSV {release.name} Succeeded")
+    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
+                     what="the operator to create the ESM")
+    cluster.mark("ExternalSecretsManager created by the operator")
+    await cluster.configure()
+    yield Installed(cluster, pushed_image, csv)
+
+
+def podman_json(cluster: OlmCluster, *args: str) -> Any:
+    """A podman command's JSON output, on the cluster's container store."""
+    found = subprocess.run([*containers.podman(cluster.simulated.workdir), *args],
+                           capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(found.stdout)
+
+
+def operator_container(cluster: OlmCluster) -> dict[str, Any]:
+    """`podman inspect` of the one container running the operator."""
+    listed = podman_json(cluster, "ps", "--format=json")
+    names = [c["Names"][0] for c in listed if c["Names"][0].startswith(
+        f"k8s_{identity.CONTAINER}_")]
+    assert len(names) == 1, [c["Names"] for c in listed]
+    [inspected] = podman_json(cluster, "container", "inspect", names[0])
+    result: dict[str, Any] = inspected
+    return result
+
+
+async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed) -> None:
+    cluster, image = installed.olm, installed.image
+    print(f"\ninstalled {image} through OLM:\n{cluster.timeline()}")
+    digest = image.split("@", 1)[1]
+    deployment = installed.csv["spec"]["install"]["spec"]["deployments"][0]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    assert image in {entry["image"] for entry in installed.csv["spec"]["relatedImages"]}
+
+    # The pod's container is the image, pulled into the cluster's store by its digest.
+    container = operator_container(cluster)
+    [pod] = (await cluster.kube.list(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+    assert container["Name"].startswith(f"k8s_{identity.CONTAINER}_{pod['metadata']['name']}_")
+    assert container["ImageName"] == image, container["ImageName"]
+    [pulled] = podman_json(cluster, "image", "inspect", image)
+    assert pulled["Digest"] == digest, pulled["Digest"]
+    assert container["Image"] == pulled["Id"]
+    pid = container["State"]["Pid"]
+    [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+    assert process.pid == pid, (process.pid, pid)
+    assert process.argv[:4] == ("/opt/operator/bin/python", "-m", "manager", "run"), process.argv
+    assert process.env["OPERATOR_CONDITION_NAME"] == installed.csv["metadata"]["name"]
+    # Its files are the image's: another root than the host's, holding the image's venv.
+    root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
+    assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+    assert Path(f"/proc/{pid}/root/opt/operator/bin/python").exists()
+    print(f"  checked: pod {pod['metadata']['name']} runs {image} (pid {pid}), pulled by digest "
+          "into the cluster's own store, in its own root")
+
+    # The pod's securityContext, as a kubelet's runtime applies it.
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert re.search(rf"^Uid:\s+{IMAGE_USER}\s", status, re.M), status
+    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
+    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+    assert re.search(r"^Seccomp:\s+2$", status, re.M), status  # podman's default profile
+    assert container["HostConfig"]["ReadonlyRootfs"] is True
+    assert root_is_read_only(pid)
+    touched = subprocess.run([*containers.podman(cluster.simulated.workdir), "exec",
+                              container["Name"], "touch", "/probe"],
+                             capture_output=True, text=True, check=False, timeout=60)
+    assert touched.returncode != 0, touched
+    assert "Read-only file system" in touched.stderr, touched
+    print(f"  checked: UID {IMAGE_USER}, no capabilities, no new privileges, seccomp filter, "
+          "read-only root (`touch /` refused)")
+
+    # The operator works from the image: the CSV's permissions, through its token.
+    release = cluster.release(REPO_ROOT)
+    log = cluster.operator_log(release)
+    assert "action=create result=created kind=ExternalSecretsManager" in log, log[-3000:]
+    assert "action=leader result=gained" in log, log[:3000]
+    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
+    assert not forbidden, "\n".join(forbidden)
+    print("  checked: the image's operator created the ESM and led; the ESC is Ready; "
+          f"0 Forbidden in {len(log.splitlines())} log lines")
+
+
+async def test_deleting_the_pod_stops_its_container(installed: Installed) -> None:
+    cluster = installed.olm
+    old = operator_container(cluster)
+    [pod] = (await cluster.kube.list(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+    name = pod["metadata"]["name"]
+    await cluster.kube.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
+
+    async def replaced() -> dict[str, Any]:
+        current = operator_container(cluster)
+        assert current["Name"] != old["Name"]
+        assert old["Name"] not in [c["Names"][0] for c in podman_json(
+            cluster, "ps", "--all", "--format=json")]
+        return current
+
+    new = await eventually(replaced, 120, interval=0.5, what="the pod's replacement")
+    assert not Path(f"/proc/{old['State']['Pid']}").exists()
+    # SIGTERM reached the operator in its container: it stopped cleanly, freeing the Lease.
+    old_log = cluster.simulated.logs(NAMESPACE, identity.CONTAINER)[name]
+    assert "action=leader result=released" in old_log, old_log[-2000:]
+    print(f"\n  checked: deleting {name} stopped its container (Lease released) and "
+          f"removed it; {new['Name']} runs")
+
+
+async def test_stopping_the_cluster_leaves_no_container(installed: Installed) -> None:
+    cluster = installed.olm
+    pid = operator_container(cluster)["State"]["Pid"]
+    await asyncio.to_thread(cluster.simulated.stop)
+    assert containers.running(cluster.simulated.workdir) == []
+    assert not (cluster.simulated.workdir / containers.STORE).exists()
+    assert not Path(f"/proc/{pid}").exists()
+    print("\n  checked: the stopped cluster left no container and no store")
