@@ -108,7 +108,8 @@ class ConfigError(ValueError):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validators are built when first used, not at import (start-up time).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # --- the operator's environment -------------------------------------------------------------

@@ -24,6 +24,7 @@ from pydantic_core import PydanticUndefined
 
 from manager import constants
 from manager.api import core_schemas, models
+from manager.api.docstrings import field_description
 from manager.api.markers import Rule, Schema
 
 CRD_DIR = Path("manifests") / "crds"
@@ -130,7 +131,8 @@ class SchemaBuilder:
         for attr, info in model.model_fields.items():
             name = info.alias or attr
             override = (overrides or {}).get(name)
-            properties[name] = dict(override) if override is not None else self.field(info)
+            properties[name] = (dict(override) if override is not None
+                                else self.field(info, field_description(model, attr)))
             if info.is_required() or field_marker(info.metadata).required:
                 required.append(name)
         schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -141,10 +143,10 @@ class SchemaBuilder:
             schema["x-kubernetes-validations"] = [r.to_schema() for r in cel_rules]
         return schema
 
-    def field(self, info: FieldInfo) -> dict[str, Any]:
+    def field(self, info: FieldInfo, description: str | None) -> dict[str, Any]:
         schema = self.annotated(info.annotation, info.metadata)
-        if info.description:
-            schema["description"] = _clean(info.description)
+        if description:
+            schema["description"] = _clean(description)
         if info.default is not PydanticUndefined and info.default is not None:
             schema["default"] = info.default
         return schema

@@ -18,6 +18,7 @@ from pydantic_core import PydanticUndefined
 
 from manager import constants
 from manager.api import core_schemas, crd, models
+from manager.api.docstrings import field_description
 from manager.api.markers import Rule, Schema
 
 DOCS_PATH = Path("docs") / "api.md"
@@ -164,12 +165,13 @@ class _Walker:
             if not prefix and name in ("apiVersion", "kind", "metadata"):
                 continue
             path = f"{prefix}.{name}" if prefix else name
-            schema = self._builder.field(info)
+            description = field_description(model, attr)
+            schema = self._builder.field(info, description)
             marker = crd.field_marker(info.metadata)
             self.rules.extend(RuleRow(path, r) for r in marker.rules)
             yield FieldRow(path, _type_name(info.annotation, marker), _default(info.default),
                            _validation(schema, info.is_required() or marker.required),
-                           " ".join((info.description or "").split()))
+                           " ".join((description or "").split()))
             nested = _nested_model(info.annotation)
             if nested is not None and marker.core_type is None:
                 item = "[]" if get_origin(crd.strip_optional(info.annotation)) is list else ""

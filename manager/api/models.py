@@ -44,14 +44,19 @@ rule has a bounded cost)."""
 
 
 class ApiModel(BaseModel):
-    """Base of every API model: camelCase JSON names, unknown fields rejected, immutable."""
+    """Base of every API model: camelCase JSON names, unknown fields rejected, immutable.
+
+    Start-up cost: each model builds its validator when first used, not at import (a
+    pass with no ExternalSecretsConfig never uses most of them), and the field docstrings
+    are read by the generators (`manager.api.docstrings`), not parsed at every start.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
     )
 
     __cel_rules__: ClassVar[tuple[Rule, ...]] = ()
