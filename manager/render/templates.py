@@ -21,14 +21,14 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 import yaml
 
-from manager.render.serialize import Serialized, tojson
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATE_SUFFIX = ".yaml.j2"
 _HEADER = re.compile(r"^apiVersion: (?P<api_version>\S+)\nkind: (?P<kind>\S+)$", re.MULTILINE)
@@ -43,52 +43,13 @@ def template_root() -> Traversable:
     return importlib.resources.files("manager.render").joinpath("operand")
 
 
-class _ResourceLoader(jinja2.BaseLoader):
-    """Templates from a Traversable, so they load from a directory or a zipped package."""
-
-    def __init__(self, root: Traversable) -> None:
-        self._root = root
-
-    def get_source(self, environment: jinja2.Environment,  # noqa: ARG002  # jinja's signature
-                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
-        path = self._root.joinpath(*template.split("/"))
-        if not path.is_file():
-            raise jinja2.TemplateNotFound(template)
-        return path.read_text(encoding="utf-8"), None, lambda: True
-
-
-def _only_serialized(value: object) -> object:
-    if not isinstance(value, Serialized):
-        raise TemplateError(f"a template printed {value!r} without `| tojson`; every value "
-                            "must go through the tojson filter")
-    return value
-
-
-def _tojson(value: Any) -> Serialized:
-    if isinstance(value, jinja2.Undefined):
-        str(value)  # StrictUndefined raises UndefinedError naming the missing value
-    return tojson(value)
-
-
-def _merged(labels: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """`labels` with `extra` over them (object-specific labels such as RBAC aggregation)."""
-    return {**labels, **extra}
-
-
 @functools.cache
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=_ResourceLoader(template_root()),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,  # noqa: S701  # YAML, not HTML: values go through tojson instead
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        finalize=_only_serialized,
-    )
-    env.filters["tojson"] = _tojson
-    env.filters["merged"] = _merged
-    return env
+    # jinja2 loads with the first template rendered, not at start-up: a pass with no
+    # ExternalSecretsConfig renders none.
+    from manager.render.engine import new_environment  # noqa: PLC0415
+
+    return new_environment(template_root())
 
 
 def _walk(directory: Traversable, prefix: str) -> Iterator[str]:
