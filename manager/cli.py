@@ -1,8 +1,9 @@
 """Command line: `python -m manager <subcommand>`.
 
-Each subcommand lives in its own module, which exposes `register(subparsers)`; the
-module adds its parser and sets `func`, a callable taking the parsed arguments and
-returning the exit code.
+Each subcommand lives in its own module, `manager.commands.<name>`, which exposes
+`register(subparsers)`; the module adds its parser and sets `func`, a callable taking the
+parsed arguments and returning the exit code. When the first argument names a subcommand,
+only that module is imported: `run` starts without loading the tools' code.
 """
 
 from __future__ import annotations
@@ -15,36 +16,31 @@ from collections.abc import Sequence
 from manager import __version__
 from manager.credentials import CredentialsError
 
-# Modules that contribute subcommands, in the order `--help` lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "manager.commands.run",
-    "manager.commands.generate",
-    "manager.commands.render",
-    "manager.commands.plan",
-    "manager.commands.bundle",
-    "manager.commands.uninstall",
-    "manager.commands.gather",
-)
+# The subcommands, in the order `--help` lists them; each is the module of its name.
+SUBCOMMANDS: tuple[str, ...] = ("run", "generate", "render", "plan", "bundle", "uninstall",
+                                "gather")
 
 
 CREDENTIALS_HINT = ("credentials come from --kubeconfig, else $KUBECONFIG, else ~/.kube/config, "
                     "else the pod's service account")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or only of `command` when it names one."""
     parser = argparse.ArgumentParser(
         prog="python -m manager",
         description="The external-secrets operator and its tools.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for name in (command,) if command in SUBCOMMANDS else SUBCOMMANDS:
+        importlib.import_module(f"manager.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         code: int = args.func(args)
     except CredentialsError as error:  # one line with the fix, not a traceback
