@@ -44,6 +44,11 @@ KUBERNETES_SERVICE = ("10.0.0.1", 443)
 ADMIN_USER = "admin"
 STATE_FILE = "state.json"
 # One line of metadata per request, written when the response is complete.
+# Readers count audit entries from a byte offset (tests, bench), so the log must never rotate.
+# With no --audit-log-maxsize the API server rotates it at 100 MB, which one test session's
+# shared cluster passes (CI emulation 13: the resilience suite then read nothing); 1 TB is
+# never reached.
+AUDIT_LOG_MAX_MB = 1_000_000
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
@@ -247,6 +252,7 @@ class LocalControlPlane:
         d = self.workdir
         audit = [f"--audit-policy-file={d / 'audit-policy.yaml'}",
                  f"--audit-log-path={self.audit_log}", "--audit-log-mode=blocking",
+                 f"--audit-log-maxsize={AUDIT_LOG_MAX_MB}",
                  "--audit-log-maxbackup=0"] if self.audit else []
         return [
             str(self.bin_dir / "kube-apiserver"),
