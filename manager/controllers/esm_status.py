@@ -1,14 +1,24 @@
 """The ExternalSecretsManager's entries for its own controller and the CRD annotator (the
-ExternalSecretsConfig's entry mirrors the ESC's conditions). Pure functions."""
+ExternalSecretsConfig's entry mirrors the ESC's conditions), and the Events that carry the
+whole of a message an entry cuts to one line. Pure functions.
+
+Every condition message of the ESM fits in summary.LIMIT characters: ControllerState.line
+decides, using `summary` where a state gives one (many overridden settings, many unknown
+features, a feature note) and otherwise the message's start and "see kubectl describe esm
+cluster", where `esm_events` has put the whole text.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pydantic import ValidationError
 
 from manager.api.models import ExternalSecretsManagerSpec
 from manager.config import OPERAND_MONITORING, EffectiveConfig, unknown_features
-from manager.controllers import status
+from manager.controllers import status, summary
 from manager.controllers.crd_annotator import AnnotatorReport
+from manager.controllers.events import EventSpec
 from manager.controllers.status import ControllerState
 from manager.kube import ApiError, JsonObject
 
@@ -54,8 +64,12 @@ def manager_state(esm: JsonObject, problem: str | None, config: EffectiveConfig 
         return state
     ready = state.conditions[0]
     reason = "FeatureWithoutEffect" if ready.reason == "Observed" else ready.reason
+    # Without effect, the note is the news; else the state's own summary comes first.
+    line = (summary.fitted(feature_note, summary.SEE_ESM_EVENTS) if reason != ready.reason
+            else state.summary)
     return status.simple_state(status.CONTROLLER_ESM, ready.status == "True", reason,
-                               f"{ready.message}; {feature_note}", state.observed_generation)
+                               f"{ready.message}; {feature_note}", state.observed_generation,
+                               summary=line)
 
 
 def _manager_state(esm: JsonObject, problem: str | None,
@@ -71,7 +85,7 @@ def _manager_state(esm: JsonObject, problem: str | None,
             status.CONTROLLER_ESM, False, "UnknownFeature",
             f"spec.features: {names} {'is' if len(unknown) == 1 else 'are'} not a feature of "
             f"this operator (its only feature is {OPERAND_MONITORING}); such an entry has no "
-            "effect: remove it", generation)
+            "effect: remove it", generation, summary=_unknown_line(unknown, names))
     hidden = config.hidden_global_settings if config is not None else ()
     if hidden:
         settings = ", ".join(f"globalConfig.{name}" for name in hidden)
@@ -80,8 +94,18 @@ def _manager_state(esm: JsonObject, problem: str | None,
             status.CONTROLLER_ESM, True, "PartlyOverridden",
             f"{OBSERVED}, except {settings}: the ExternalSecretsConfig's appConfig sets "
             f"{'it' if len(hidden) == 1 else 'them'} to another value, which wins{note}",
-            generation)
+            generation, summary=summary.framed(
+                "globalConfig applies except ", ", ".join(hidden),
+                f": the ESC's appConfig wins ({summary.SEE_ESM_EVENTS})"))
     return status.simple_state(status.CONTROLLER_ESM, True, "Observed", OBSERVED, generation)
+
+
+def _unknown_line(unknown: tuple[str, ...], names: str) -> str:
+    one = len(unknown) == 1
+    return summary.framed(
+        f"spec.features: {len(unknown)} "
+        f"{'name is not a feature' if one else 'names are not features'} of this operator: ",
+        names, f"; remove {'it' if one else 'them'} ({summary.SEE_ESM_EVENTS})")
 
 
 def _unknown_features(esm: JsonObject) -> tuple[str, ...]:
@@ -105,3 +129,22 @@ def annotator_state(esm: JsonObject, report: AnnotatorReport | ApiError | None,
     return status.simple_state(status.CONTROLLER_CRD_ANNOTATOR, True,
                                "Annotated" if report.active else "Inactive",
                                report.message(config.namespace), None)
+
+
+def esm_events(esm: JsonObject, states: Sequence[ControllerState]) -> list[EventSpec]:
+    """An Event about the ESM with the whole message of each entry that cuts one, when that
+    entry's line changed (the stored status in `esm` is the one before this pass), so that
+    `kubectl describe esm cluster` has what the status line leaves out."""
+    stored = _entries(esm)
+    events = []
+    for state in states:
+        cut = state.cut
+        if cut is None:
+            continue
+        before = {c.get("type"): c for c in (stored.get(state.name) or {}).get("conditions")
+                  or []}.get(cut.type) or {}
+        if (before.get("reason"), before.get("message")) == (cut.reason, state.line(cut.message)):
+            continue
+        events.append(EventSpec("Normal" if state.ready else "Warning", cut.reason,
+                                f"{state.name}: {cut.message}"))
+    return events

@@ -1,4 +1,5 @@
-"""Kubernetes Events about the ExternalSecretsConfig, where administrators look for them.
+"""Kubernetes Events about the ExternalSecretsConfig (and the ExternalSecretsManager), where
+administrators look for them.
 
 The ESC is cluster-scoped, so its Events live in `default` with a `regarding` reference
 without namespace, as the Events of Nodes do: `kubectl describe esc cluster` lists them,
@@ -64,7 +65,8 @@ class EventRecorder:
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
         self._series: dict[tuple[str, ...], _Series] = {}
 
-    async def post(self, esc: JsonObject, event: EventSpec) -> None:
+    async def post(self, esc: JsonObject, event: EventSpec, kind: str = ESC_KIND) -> None:
+        """Post `event` about `esc` (or about the ExternalSecretsManager, with its `kind`)."""
         metadata = esc.get("metadata", {})
         uid = str(metadata.get("uid", ""))
         note = _bounded(event.note)
@@ -74,13 +76,14 @@ class EventRecorder:
             series = self._series.get(key)
             if series is not None and await self._repeat(series):
                 return
-            name = await self._create(metadata, event, note)
+            name = await self._create(metadata, event, note, kind)
             self._series[key] = _Series(name, 1, time.monotonic())
         except ApiError as error:
             logger.warning("action=event result=error reason=%s error=%r", event.reason,
                            f"{error.status} {error.reason}: {error.message}")
 
-    async def _create(self, metadata: JsonObject, event: EventSpec, note: str) -> str:
+    async def _create(self, metadata: JsonObject, event: EventSpec, note: str,
+                      kind: str) -> str:
         name = f"{metadata.get('name', SINGLETON_NAME)}.{time.time_ns():x}"
         body = {
             "apiVersion": "events.k8s.io/v1",
@@ -93,7 +96,7 @@ class EventRecorder:
             "reason": event.reason,
             "type": event.type,
             "note": note,
-            "regarding": {"apiVersion": API_VERSION, "kind": ESC_KIND,
+            "regarding": {"apiVersion": API_VERSION, "kind": kind,
                           "name": metadata.get("name", SINGLETON_NAME),
                           "uid": metadata.get("uid", "")},
         }

@@ -590,6 +590,8 @@ class Reconciler:
             f"{ESM_PATH}/status", {"status": patch}, field_manager=FIELD_MANAGER))
         logger.info("action=status kind=%s name=%s controllers=%d", ESM_KIND, SINGLETON_NAME,
                     len(states))
+        for event in esm_status.esm_events(esm, states):  # the whole of what a line cuts
+            await self.events.post(esm, event, kind=ESM_KIND)
 
 
 # --- helpers --------------------------------------------------------------------------------

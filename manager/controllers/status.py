@@ -235,15 +235,34 @@ def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | No
 
 @dataclass(frozen=True)
 class ControllerState:
-    """One entry of ESM.status.controllerStatuses."""
+    """One entry of ESM.status.controllerStatuses. Its conditions hold whole messages; the
+    entry carries each as `line` says (at most summary.LIMIT characters), and the whole text
+    of a message it cuts goes to an Event about the ESM (esm_status.esm_events)."""
 
     name: str
     conditions: tuple[Condition, ...]
     observed_generation: int | None
+    summary: str = ""
+    """What a message too long for one line says instead; without it, the message's start
+    and where the whole is."""
 
     @property
     def ready(self) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+
+    def line(self, message: str) -> str:
+        """A condition's message as the entry carries it: at most summary.LIMIT characters,
+        whatever the message (the one place that bounds the ESM's messages)."""
+        if len(message) <= summary.LIMIT:
+            return message
+        if self.summary:
+            return summary.clip(self.summary)
+        return summary.fitted(message, summary.SEE_ESM_EVENTS)
+
+    @property
+    def cut(self) -> Condition | None:
+        """The first condition whose message the entry does not carry whole, if any."""
+        return next((c for c in self.conditions if self.line(c.message) != c.message), None)
 
     def as_status(self, previous: JsonObject | None = None, now: str = "") -> JsonObject:
         """The entry; each condition keeps the lastTransitionTime of `previous` (the stored
@@ -254,20 +273,22 @@ class ControllerState:
             stored = before.get(condition.type) or {}
             kept = stored.get("status") == condition.status and stored.get("lastTransitionTime")
             conditions.append(models.Condition(
-                type=condition.type, status=condition.status, message=condition.message,
+                type=condition.type, status=condition.status,
+                message=self.line(condition.message),
                 reason=condition.reason or None, last_transition_time=kept or now))
         return _dump(models.ControllerStatus(name=self.name, conditions=conditions,
                                              observed_generation=self.observed_generation))
 
 
 def simple_state(name: str, ok: bool, reason: str, message: str,
-                 generation: int | None) -> ControllerState:
-    """Ready/Degraded pair for a controller that is either fine or needs a fix."""
+                 generation: int | None, *, summary: str = "") -> ControllerState:
+    """Ready/Degraded pair for a controller that is either fine or needs a fix; `summary`
+    stands for `message` if that is too long for one line (ControllerState.line)."""
     return ControllerState(name, (
         Condition("Ready", "True" if ok else "False", reason, message),
         Condition("Degraded", "False" if ok else "True", "AsExpected" if ok else reason,
                   "" if ok else message),
-    ), generation)
+    ), generation, summary)
 
 
 def esm_status_update(status: JsonObject, states: Sequence[ControllerState], now: str,

@@ -2,7 +2,9 @@
 
 A pass may wait for many objects or hit a long API error; the conditions carry a summary
 (how many, the first one, where the rest is) and the detail goes to structured status
-fields (`status.awaited`, `status.failure`) and Events. Every function here returns at most
+fields (`status.awaited`, `status.failure`) and Events. The same holds for the
+ExternalSecretsManager's per-controller entries (status.ControllerState.line), whose whole
+messages go to Events about the ESM. Every function here returns at most
 `limit` characters whatever its inputs: the bound holds by construction, not by luck.
 """
 
@@ -17,6 +19,7 @@ MIN_ROOM = 24  # below this, cutting only the first item would leave it unreadab
 SEE_AWAITED = "see status.awaited"
 SEE_FAILURE = "see status.failure"
 SEE_EVENTS = "see kubectl describe esc cluster"
+SEE_ESM_EVENTS = "see kubectl describe esm cluster"
 
 
 def clip(text: str, limit: int = LIMIT) -> str:

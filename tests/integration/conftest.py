@@ -487,6 +487,19 @@ class EscHandle:
         return str((status.get("failure") or {}).get("message", ""))
 
 
+async def esm_conditions(kube: Kube, controller: str) -> dict[str, dict[str, Any]]:
+    """The conditions of one ExternalSecretsManager entry by type ({} while it has none);
+    every condition of every entry read here is checked to fit on one line, as
+    EscHandle.condition checks the ESC's (the whole text is in Events about the ESM)."""
+    esm = await kube.request("GET", ESM_PATH)
+    entries = {entry.get("name"): entry
+               for entry in (esm.get("status") or {}).get("controllerStatuses") or []}
+    for entry in entries.values():
+        for condition in entry.get("conditions") or []:
+            assert len(condition.get("message", "")) <= CONDITION_MESSAGE_LIMIT, entry
+    return {c["type"]: dict(c) for c in (entries.get(controller) or {}).get("conditions") or []}
+
+
 # --- helpers --------------------------------------------------------------------------------
 
 
@@ -563,8 +576,8 @@ EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
 
 
 async def esc_events(kube: Kube, uid: str) -> list[dict[str, Any]]:
-    """The Events about the ExternalSecretsConfig with `uid` (events.k8s.io/v1, in
-    `default`), oldest first."""
+    """The Events about the ExternalSecretsConfig (or the ExternalSecretsManager) with `uid`
+    (events.k8s.io/v1, in `default`), oldest first."""
     listing = await kube.list(EVENTS, field_selector=f"regarding.uid={uid}")
     return sorted(listing.get("items") or [], key=lambda e: e.get("eventTime") or "")
 

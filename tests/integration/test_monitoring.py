@@ -26,6 +26,7 @@ from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     EscHandle,
     StartOperator,
+    esm_conditions,
     eventually,
     in_operator_namespace,
     wait_condition,
@@ -126,12 +127,10 @@ def monitoring_applies() -> float:
 
 
 async def manager_entry(kube: Kube) -> dict[str, str]:
-    """The Ready condition of the ESM's own entry (reason and message)."""
-    esm = await kube.request("GET", ESM_PATH)
-    entries = [e for e in (esm.get("status") or {}).get("controllerStatuses") or []
-               if e["name"] == CONTROLLER_ESM]
-    assert entries, "no status entry yet"
-    [ready] = [c for c in entries[0]["conditions"] if c["type"] == "Ready"]
+    """The Ready condition of the ESM's own entry (reason and message; every ESM message
+    fits on one line: esm_conditions)."""
+    ready = (await esm_conditions(kube, CONTROLLER_ESM)).get("Ready")
+    assert ready is not None, "no status entry yet"
     return {"status": ready["status"], "reason": ready["reason"], "message": ready["message"]}
 
 

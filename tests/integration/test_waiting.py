@@ -8,17 +8,27 @@ pulled. The fix: the image becomes runnable and the pods are deleted; the simula
 does not retry a missing binary (a real one retries its pull), and the ReplicaSets replace
 them. Everything after that (pods Ready, Deployments available, the cert-controller filling
 the webhooks' caBundle) reaches the operator through its watches only.
+
+Two inputs have a test of their own, because the fix above also moves Deployments: a change
+seen only on a pod (a crash-looping container restarting, while its Deployment's status
+stays) reaches the operator through the pod watch alone; and a stale caBundle turns the
+ESC Degraded when its grace runs out, through the one recheck the pass asked for
+(`Readiness.until`), with nothing else happening.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devcluster import images as image_map
+from manager.controllers import readiness
 from manager.controllers.watches import UNRESOLVED_RECHECK_MAX
 from manager.kube import Kube
 from tests.conftest import Cluster
@@ -35,7 +45,16 @@ from tests.waiting import eventually
 
 NAMESPACE = SCENARIO_NAMESPACES["waiting"]
 IMAGE = "registry.example/eso-it/external-secrets-never-pulled:v0"
+# Each test has an image of its own: the image map outlives a test (the session's cluster).
+CRASHING_IMAGE = "registry.example/eso-it/external-secrets-crashing:v0"
+STALE_CA_IMAGE = "registry.example/eso-it/external-secrets-stale-ca:v0"
 QUIET_SECONDS = 40.0  # longer than the old Progressing retry cap (30 s)
+GRACE_SECONDS = 15.0  # readiness.TRUST_GRACE_SECONDS (120 s), shortened for the test
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+# The local command for CRASHING_IMAGE, given the pod's args: the webhook and the
+# cert-controller (first arg `webhook`, `certcontroller`) fail at once, the controller runs.
+CRASH_LOOP = ("/bin/sh", "-c",
+              'case "$1" in webhook|certcontroller) exit 1;; esac; exec sleep 3600', "sh")
 
 
 async def requests_settle(operator: OperatorThread, quiet: float, timeout: float = 60.0,
@@ -120,3 +139,132 @@ async def test_a_waiting_operand_costs_no_requests_and_its_end_wakes_the_operato
     reasons = [r for n, r in operator.log.pass_reasons().items() if n > passes]
     assert reasons, "no pass ran"
     assert not [r for r in reasons if "retry" in r.split(",") or "periodic resync" in r], reasons
+
+
+def not_retried(operator: OperatorThread, after: int) -> list[str]:
+    """The reasons of the passes after pass `after`, none of them a retry or the resync."""
+    reasons = [r for n, r in operator.log.pass_reasons().items() if n > after]
+    assert not [r for r in reasons if "retry" in r.split(",") or "periodic resync" in r], reasons
+    return reasons
+
+
+async def versions(kube: Kube, *paths: str) -> dict[str, str]:
+    """The resourceVersion of every object of the collections `paths` (by name)."""
+    found = {}
+    for path in paths:
+        for item in (await kube.list(path, label_selector=MANAGED)).get("items") or []:
+            found[item["metadata"]["name"]] = item["metadata"]["resourceVersion"]
+    return found
+
+
+async def test_a_change_seen_only_on_a_pod_wakes_the_operator(
+        cluster: Cluster, kube: Kube, start_operator: StartOperator, esc: EscHandle,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook's and the cert-controller's containers exit at once (CRASH_LOOP): the
+    simulated kubelet restarts them with a growing back-off, so their pods change (restart
+    count, CrashLoopBackOff) while their Deployments, once rolled out, keep the same status
+    (their readiness probes never pass, so no replica becomes ready). The controller's
+    container keeps running (it has no probe: ready, its Deployment available), so that no
+    Deployment moves. Each restart reaches the operator through the pod watch only, and
+    status.awaited follows it; without the pod watch it stays as the last Deployment change
+    left it."""
+    if cluster.simulated is None:
+        pytest.skip("needs the simulated cluster's image map (an image that crashes)")
+    image_map.add(cluster.simulated.images_file, {CRASHING_IMAGE: image_map.ImageEntry(
+        image_map.OPERAND_ENTRYPOINT, CRASH_LOOP, image_map.NOBODY)})
+    monkeypatch.setenv("RELATED_IMAGE_EXTERNAL_SECRETS", CRASHING_IMAGE)
+    operator = await start_operator()  # resync 3600 s: no pass comes by itself
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+
+    async def awaited() -> list[dict[str, Any]]:
+        await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
+        items: list[dict[str, Any]] = (await esc.get())["status"].get("awaited") or []
+        assert any("restarted" in item.get("message", "") for item in items), items
+        return items
+
+    await eventually(awaited, 60)
+    # A window in which status.awaited changed, only passes for pods ran, and the
+    # Deployments and webhook configurations kept their resourceVersions: no watch but the
+    # pods' had anything to say. (A Deployment still settling spoils a window: try again.)
+    for _ in range(8):
+        passes = operator.passes  # before `before`: the pass that changes it comes later
+        before = await awaited()
+        others = await versions(kube, DEPLOYMENTS, WEBHOOKS)
+
+        async def changed(before: list[dict[str, Any]] = before) -> list[dict[str, Any]]:
+            now = await awaited()
+            assert now != before, now
+            return now
+
+        after = await eventually(changed, 45)
+        reasons = not_retried(operator, passes)
+        parts = [part for reason in reasons for part in reason.split(",")]
+        if (await versions(kube, DEPLOYMENTS, WEBHOOKS) == others and parts
+                and all(part.split(" ")[1:2] == ["Pod"] for part in parts)):
+            break
+        print(f"a window spoilt by other changes: {reasons}")
+    else:
+        raise AssertionError("status.awaited never changed through pods alone")
+    print(f"awaited before: {[i['message'] for i in before]}")
+    print(f"awaited after:  {[i['message'] for i in after]}")
+    print(f"passes: {reasons}")
+
+
+def ca_certificate(directory: Path, name: str) -> str:
+    """A self-signed CA certificate, base64 as a Secret's ca.crt and a caBundle carry it."""
+    key, cert = directory / f"{name}.key", directory / f"{name}.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={name}",
+                    "-days", "1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return base64.b64encode(cert.read_bytes()).decode()
+
+
+async def test_a_stale_ca_bundle_turns_degraded_when_its_grace_runs_out(
+        *, cluster: Cluster, kube: Kube, start_operator: StartOperator, esc: EscHandle,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The operand never runs (its image has no binary here), so no cert-controller fixes
+    anything; the test plays the cert-controller that wrote the serving Secret and someone
+    who planted another CA in the webhooks' caBundle. The operator waits for the caBundle
+    (Progressing) and asks for one recheck when its grace runs out: that pass, and no other
+    event, turns the ESC Degraded (WebhookCABundleStale). The grace is shortened by setting
+    readiness.TRUST_GRACE_SECONDS, which the in-process operator reads at every pass, as
+    test_certificate_lifetimes does with ca_overlap.OVERLAP_SECONDS."""
+    if cluster.simulated is None:
+        pytest.skip("needs the simulated cluster's image map (an image that never runs)")
+    monkeypatch.setattr(readiness, "TRUST_GRACE_SECONDS", GRACE_SECONDS)
+    monkeypatch.setenv("RELATED_IMAGE_EXTERNAL_SECRETS", STALE_CA_IMAGE)
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand", timeout=60)
+    await operator.wait_idle(quiet=3.0)
+
+    secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/external-secrets-webhook"
+    await kube.merge_patch(secret, {"data": {"ca.crt": ca_certificate(tmp_path, "served")}},
+                           field_manager="integration-tests")
+    planted = ca_certificate(tmp_path, "planted")
+    names = []
+    for item in (await kube.list(WEBHOOKS, label_selector=MANAGED)).get("items") or []:
+        names.append(item["metadata"]["name"])
+        await kube.request("PATCH", f"{WEBHOOKS}/{item['metadata']['name']}", body=[
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": planted}
+            for i in range(len(item["webhooks"]))], content_type="application/json-patch+json")
+    written = time.time()
+    assert len(names) == 2, names
+
+    async def stale_awaited() -> None:
+        items = (await esc.get())["status"].get("awaited") or []
+        assert any("does not include the CA" in i.get("message", "") for i in items), items
+
+    await eventually(stale_awaited, 30)
+    await operator.wait_idle(quiet=3.0)
+    assert (await esc.condition("Degraded") or {}).get("status") == "False"
+    passes = operator.passes
+    degraded = await wait_condition(esc, "Degraded", "True", reason="WebhookCABundleStale",
+                                    timeout=GRACE_SECONDS + 30)
+    print(f"Degraded {time.time() - written:.1f} s after the caBundle was planted")
+    assert degraded["message"].startswith("ValidatingWebhookConfiguration "), degraded
+    assert time.time() - written >= GRACE_SECONDS - 1  # not before its grace ran out
+    reasons = [r for n, r in operator.log.pass_reasons().items() if n > passes]
+    assert reasons, "no pass ran"
+    assert reasons[0] == "recheck", reasons

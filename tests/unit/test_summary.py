@@ -1,19 +1,24 @@
 """Condition messages fit on one line (summary.py): at most 160 characters in every state,
 naming how many objects and the first one; the detail is in status.awaited, status.failure
-and Events."""
+and Events. The same for the ExternalSecretsManager's entries, whose whole messages go to
+Events about the ESM."""
 
 from __future__ import annotations
 
 import pytest
 
 from manager.api import models
+from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import ObjectRef
 from manager.config import ConfigError, OperatorEnvironment, effective_config
-from manager.controllers import management_outcomes, summary
+from manager.controllers import esm_status, management_outcomes, status, summary
+from manager.controllers.crd_annotator import AnnotatorReport
 from manager.controllers.failures import config_outcome
+from manager.controllers.operator_monitoring import MonitoringReport
 from manager.controllers.readiness import Awaited, Problem, Readiness
 from manager.controllers.reconciler import _operand_outcome
-from manager.controllers.status import Failure, Outcome, OutcomeKind, esc_fields
+from manager.controllers.status import ControllerState, Failure, Outcome, OutcomeKind, esc_fields
+from manager.kube import ApiError, JsonObject
 from manager.uninstall import Kept, UninstallPlan, UninstallReport
 
 LONG = "x" * 300
@@ -144,3 +149,115 @@ def test_removal_and_drift_are_counted_with_the_first_object() -> None:
     assert len(line) <= summary.LIMIT
     assert line.startswith("managementState is Unmanaged, drift in 5 objects: Deployment nnn")
     assert line.endswith("and 4 more; see kubectl describe esc cluster")
+
+
+# --- the ExternalSecretsManager's entries ----------------------------------------------------
+
+# Every CommonConfigs setting, set to one value in the ESC's appConfig and another in the
+# ESM's globalConfig: the most an entry can list as overridden.
+EVERY_SETTING_APP = {"logLevel": 2, "resources": {"limits": {"cpu": "1"}},
+                     "nodeSelector": {"a": "b"}, "tolerations": [{"operator": "Exists"}],
+                     "affinity": {"nodeAffinity": {}},
+                     "proxy": {"httpProxy": "http://app:3128"}}
+EVERY_SETTING_GLOBAL = {"logLevel": 4, "resources": {"limits": {"cpu": "2"}},
+                        "nodeSelector": {"c": "d"}, "tolerations": [{"key": "k"}],
+                        "affinity": {"podAffinity": {}},
+                        "proxy": {"httpProxy": "http://global:3128"}}
+
+
+def esm_object(spec: JsonObject | None = None, entries: list[JsonObject] | None = None,
+               ) -> JsonObject:
+    return {"metadata": {"name": "cluster", "uid": "u", "generation": 2}, "spec": spec or {},
+            "status": {"controllerStatuses": entries or []}}
+
+
+def lines(state: ControllerState) -> list[str]:
+    """The messages the entry carries, each checked to fit on one line."""
+    entry = state.as_status(None, "T0")
+    messages = [condition["message"] for condition in entry["conditions"]]
+    assert all(len(message) <= summary.LIMIT for message in messages), messages
+    return messages
+
+
+def test_every_overridden_setting_is_summarised_and_whole_in_an_esm_event() -> None:
+    config = effective_config(
+        ExternalSecretsConfigSpec.model_validate({"appConfig": EVERY_SETTING_APP}),
+        ExternalSecretsManagerSpec.model_validate({"globalConfig": EVERY_SETTING_GLOBAL}),
+        OperatorEnvironment.from_environ({}))
+    assert len(config.hidden_global_settings) == 6
+    esm = esm_object({"globalConfig": EVERY_SETTING_GLOBAL})
+    state = esm_status.manager_state(esm, None, config)
+    ready = lines(state)[0]
+    assert ready.startswith("globalConfig applies except logLevel, resources")
+    assert ready.endswith(f"the ESC's appConfig wins ({summary.SEE_ESM_EVENTS})")
+    [event] = esm_status.esm_events(esm, [state])
+    assert (event.type, event.reason) == ("Normal", "PartlyOverridden")
+    for name in config.hidden_global_settings:
+        assert f"globalConfig.{name}" in event.note
+    assert "set the log level in spec.appConfig.logLevel" in event.note
+    # The same line stored: the next pass says nothing again.
+    assert esm_status.esm_events(esm_object(entries=[state.as_status(None, "T0")]),
+                                 [state]) == []
+
+
+@pytest.mark.parametrize("count", [1, 3, 500])
+def test_unknown_features_are_counted_and_named_whole_in_an_esm_event(count: int) -> None:
+    names = [f"NoSuchFeature{i:04d}" + "x" * 40 for i in range(count)]
+    esm = esm_object({"features": [{"name": name, "enabled": "true"} for name in names]})
+    state = esm_status.manager_state(esm, None, None)
+    ready, degraded = lines(state)
+    assert ready == degraded
+    assert ready.startswith(f"spec.features: {count} ")
+    assert "NoSuchFeature0000" in ready
+    assert ready.endswith(f"({summary.SEE_ESM_EVENTS})")
+    [event] = esm_status.esm_events(esm, [state])
+    assert event.type == "Warning"
+    assert all(repr(name) in event.note for name in names)
+
+
+def test_a_long_global_config_problem_and_a_feature_note_fit() -> None:
+    esm = esm_object()
+    problem = "ExternalSecretsManager cluster spec.globalConfig.labels: " + LONG
+    broken = esm_status.manager_state(esm, problem, None)
+    assert all(line.endswith(f"… ({summary.SEE_ESM_EVENTS})") for line in lines(broken))
+    assert esm_status.esm_events(esm, [broken])[0].note.endswith(LONG)
+    note = MonitoringReport(True, False).note
+    assert note is not None
+    without_effect = esm_status.manager_state(esm, None, None, note)
+    ready = lines(without_effect)[0]
+    assert ready.startswith("feature OperandMonitoring is enabled but has no effect: the "
+                            "cluster does not serve monitoring.coreos.com/v1")
+    foreign = MonitoringReport(True, True, tuple(f"ServiceMonitor o/m{i} exists" for i in
+                                                 range(50))).note
+    assert foreign is not None
+    lines(esm_status.manager_state(esm, None, None, foreign))
+
+
+def test_the_annotator_entry_fits_for_any_number_of_crds_and_any_error() -> None:
+    esm = esm_object()
+    config = effective_config(ExternalSecretsConfigSpec.model_validate(
+        {"controllerConfig": {"namespace": "n" * 63}}), None, OperatorEnvironment.from_environ({}))
+    many = esm_status.annotator_state(esm, AnnotatorReport(True, 10 ** 9, ()), config)
+    assert lines(many)[0].startswith("1000000000 operand CRDs carry")
+    assert many.cut is None  # a count, whole
+    failed = esm_status.annotator_state(esm, ApiError(500, "InternalError", LONG), config)
+    assert lines(failed)[1].startswith("failed to annotate the operand CRDs, retrying: ")
+    [event] = esm_status.esm_events(esm, [failed])
+    assert (event.type, event.reason) == ("Warning", "APIError")
+    assert LONG in event.note
+
+
+@pytest.mark.parametrize("kind", list(OutcomeKind))
+def test_the_esc_entry_mirrors_the_esc_conditions_uncut(kind: OutcomeKind) -> None:
+    outcome = Outcome(kind, "Reason", "detail " * 200)
+    state = ControllerState(status.CONTROLLER_ESC, outcome.conditions(), 1)
+    assert lines(state) == [condition.message for condition in outcome.conditions()]
+    assert state.cut is None
+    assert esm_status.esm_events(esm_object(), [state]) == []
+
+
+def test_any_entry_fits_whatever_its_message() -> None:
+    for message in ("", "short", "m" * 160, "m" * 161, "m" * 100_000):
+        for line in ("", "s" * 10, "s" * 1000):
+            state = status.simple_state("any", False, "Reason", message, None, summary=line)
+            lines(state)
