@@ -487,16 +487,22 @@ class EscHandle:
         return str((status.get("failure") or {}).get("message", ""))
 
 
-async def esm_conditions(kube: Kube, controller: str) -> dict[str, dict[str, Any]]:
-    """The conditions of one ExternalSecretsManager entry by type ({} while it has none);
-    every condition of every entry read here is checked to fit on one line, as
-    EscHandle.condition checks the ESC's (the whole text is in Events about the ESM)."""
-    esm = await kube.request("GET", ESM_PATH)
-    entries = {entry.get("name"): entry
+def esm_entries(esm: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The entries of an ExternalSecretsManager (as read) by controller name, each condition
+    of each checked to fit on one line, as EscHandle.condition checks the ESC's (the whole
+    text is in Events about the ESM). For tests that need more of the ESM than one entry."""
+    entries = {str(entry.get("name")): dict(entry)
                for entry in (esm.get("status") or {}).get("controllerStatuses") or []}
     for entry in entries.values():
         for condition in entry.get("conditions") or []:
             assert len(condition.get("message", "")) <= CONDITION_MESSAGE_LIMIT, entry
+    return entries
+
+
+async def esm_conditions(kube: Kube, controller: str) -> dict[str, dict[str, Any]]:
+    """The conditions of one ExternalSecretsManager entry by type ({} while it has none);
+    every entry's messages are checked to fit on one line (esm_entries)."""
+    entries = esm_entries(await kube.request("GET", ESM_PATH))
     return {c["type"]: dict(c) for c in (entries.get(controller) or {}).get("conditions") or []}
 
 

@@ -20,6 +20,7 @@ from tests.integration.conftest import (
     StartOperator,
     UserObjects,
     esc_events,
+    esm_entries,
     eventually,
     managed_objects,
     wait_condition,
@@ -94,7 +95,7 @@ async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operato
 
     esm = await kube.request("GET", ESM_PATH)
     assert esm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "external-secrets-operator"
-    statuses = {entry["name"]: entry for entry in esm["status"]["controllerStatuses"]}
+    statuses = esm_entries(esm)
     assert set(statuses) == set(CONTROLLER_NAMES)
     controller = {c["type"]: c for c in statuses["external-secrets-controller"]["conditions"]}
     assert controller["Ready"]["status"] == "True"

@@ -25,6 +25,7 @@ from tests.integration.conftest import (
     EscHandle,
     StartOperator,
     UserObjects,
+    esm_entries,
     managed_objects,
     rbac_documents,
     wait_condition,
@@ -157,7 +158,7 @@ async def test_install_as_the_operator_service_account(
     forbidden = [r.getMessage() for r in caplog.records if " 403 " in r.getMessage()]
     assert forbidden == []
     esm = await kube.request("GET", ESM_PATH)
-    assert {e["name"] for e in esm["status"]["controllerStatuses"]} == set(CONTROLLER_NAMES)
+    assert set(esm_entries(esm)) == set(CONTROLLER_NAMES)
     # Events go to `default` (the ClusterRole's events.k8s.io rule), next to the ESC's uid.
     uid = (await esc.get())["metadata"]["uid"]
     events = await kube.list("/apis/events.k8s.io/v1/namespaces/default/events")

@@ -16,6 +16,7 @@ from tests.integration.conftest import (
     EscHandle,
     StartOperator,
     UserObjects,
+    esm_conditions,
     eventually,
     managed_objects,
     wait_condition,
@@ -76,10 +77,9 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
     await kube.delete(f"{ESC_API}/cluster")
 
     async def recorded() -> None:
-        esm = await kube.request("GET", ESM_PATH)
-        entries = {e["name"]: e for e in esm["status"]["controllerStatuses"]}
-        ready = {c["type"]: c for c in entries["external-secrets-controller"]["conditions"]}
-        assert ready["Ready"]["message"] == ESC_DELETED_SUMMARY
+        ready = (await esm_conditions(kube, "external-secrets-controller")).get("Ready")
+        assert ready is not None, "no external-secrets-controller entry yet"
+        assert ready["message"] == ESC_DELETED_SUMMARY
 
     await eventually(recorded)
     await operator.wait_idle()

@@ -19,7 +19,6 @@ from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import load_crds
 from tests.conftest import CertManager, Cluster
 from tests.integration.conftest import (
-    ESM_PATH,
     SCENARIO_NAMESPACES,
     USER_NAMESPACE,
     WEBHOOKS,
@@ -27,6 +26,7 @@ from tests.integration.conftest import (
     StartOperator,
     UserObjects,
     esc_events,
+    esm_conditions,
     eventually,
     managed_objects,
     wait_condition,
@@ -289,9 +289,8 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
     count = await eventually(lambda: annotated(f"{namespace}/external-secrets-webhook"))
 
     async def annotator_status() -> None:
-        esm = await kube.request("GET", ESM_PATH)
-        entries = {e["name"]: e for e in esm["status"]["controllerStatuses"]}
-        ready = {c["type"]: c for c in entries["crd-annotator"]["conditions"]}["Ready"]
+        ready = (await esm_conditions(kube, "crd-annotator")).get("Ready")
+        assert ready is not None, "no crd-annotator entry yet"
         assert ready["status"] == "True"
         assert f"{count} operand CRDs carry {INJECT_CA_FROM}" in ready["message"]
 

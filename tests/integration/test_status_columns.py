@@ -17,6 +17,8 @@ from tests.integration.conftest import (
     EscHandle,
     StartOperator,
     UserObjects,
+    esm_conditions,
+    esm_entries,
     eventually,
     wait_condition,
 )
@@ -54,8 +56,7 @@ async def test_columns_and_status_say_what_is_in_effect_and_what_failed(
     esm_columns = table(cluster, "esm")
     assert list(esm_columns) == ["NAME", "READY", "AGE"]
     assert esm_columns["READY"] == "3/3"
-    esm = await kube.request("GET", ESM_PATH)
-    for entry in esm["status"]["controllerStatuses"]:
+    for entry in esm_entries(await kube.request("GET", ESM_PATH)).values():
         for condition in entry["conditions"]:
             assert condition["reason"], entry
             assert condition["lastTransitionTime"], entry
@@ -215,10 +216,8 @@ async def test_the_status_line_fits_and_status_awaited_lists_what_is_awaited(
     assert "failure" not in status
     columns = table(cluster, "esc")
     assert columns["MESSAGE"] == conditions["Ready"]["message"]
-    esm = await kube.request("GET", ESM_PATH)
-    (entry,) = [e for e in esm["status"]["controllerStatuses"]
-                if e["name"] == "external-secrets-controller"]
-    assert {c["type"]: c["message"] for c in entry["conditions"]} == {
+    entry = await esm_conditions(kube, "external-secrets-controller")
+    assert {kind: c["message"] for kind, c in entry.items()} == {
         kind: c["message"] for kind, c in conditions.items()}
 
     await operator.stop()
