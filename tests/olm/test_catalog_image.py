@@ -100,7 +100,13 @@ async def registry_pod(cluster: OlmCluster) -> dict[str, Any]:
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     [pod] = pods
     ready = [c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
-    assert ready == ["True"], (pod["spec"]["containers"][0]["image"], pod["status"])
+    if ready != ["True"]:
+        name = pod["metadata"]["name"]
+        states = [(s.get("state"), s.get("lastState")) for s in
+                  pod["status"].get("containerStatuses") or []]
+        log = cluster.simulated.logs(olm.NAMESPACE, "registry-server").get(name, "")
+        raise AssertionError(f"registry pod {name} ({pod['spec']['containers'][0]['image']}) "
+                             f"not Ready: {states}; its log ends: {log[-800:]}")
     return pod
 
 
