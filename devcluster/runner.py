@@ -625,12 +625,14 @@ class PodSupervisor(threading.Thread):
         spec = container.launch
         if spec is None or moment < container.next_probe:
             return
-        answers: dict[Probe, bool] = {}  # an exec probe's command runs once per round
+        # The same check (an exec probe's command, say) runs once per round for all probes.
+        answers: dict[tuple[str, int, str, tuple[str, ...]], bool] = {}
 
         def ok(probe: Probe) -> bool:
-            if probe not in answers:
-                answers[probe] = self._probe_ok(container, probe)
-            return answers[probe]
+            check = (probe.kind, probe.port, probe.path, probe.command)
+            if check not in answers:
+                answers[check] = self._probe_ok(container, probe)
+            return answers[check]
 
         periods = [p.period for p in (spec.readiness, spec.liveness, spec.startup)
                    if p.kind != "none"]
@@ -645,6 +647,9 @@ class PodSupervisor(threading.Thread):
                 self._kill(container)
             if not container.started_up:
                 return
+            logger.info("pod %s: %s passed its startup probe (%s %s)", self.key,
+                        spec.container, spec.startup.kind,
+                        " ".join(spec.startup.command) or spec.startup.port)
         if spec.readiness.kind != "none":
             container.ready = ok(spec.readiness)
         if spec.liveness.kind != "none" and moment >= container.started_at + _initial_delay(

@@ -190,8 +190,13 @@ async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> No
     assert hashlib.sha256(inside).digest() == hashlib.sha256(opm_bin.read_bytes()).digest()
     root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
     assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+    # Its probes ran in the container: grpc_health_probe, from the image, answered.
+    runner_log = (cluster.simulated.workdir / "pod-runner.log").read_text()
+    passed = (f"pod {olm.NAMESPACE}/{pod['metadata']['name']}: registry-server passed its "
+              "startup probe (exec grpc_health_probe -addr=:50051")
+    assert passed in runner_log, runner_log[-3000:]
     print(f"  checked: pod {pod['metadata']['name']} runs {image} (pid {pid}): the pinned "
-          "opm serving /configs in the image's root; Ready by grpc_health_probe")
+          "opm serving /configs in the image's root; its exec probes passed in it")
 
     # The restricted securityContext OLM gave the pod, as podman applies it.
     status = Path(f"/proc/{pid}/status").read_text()
