@@ -4,10 +4,11 @@ The binaries come from OLM's and operator-registry's Go modules (hack/build-tool
 opm; pinned in manager/versions.py), and OLM's CRDs from its module's chart. OLM's two
 operators and `opm serve` run as processes of one host process (`python -m devcluster olm`,
 started like the pod runner), in a network namespace of their own that reaches nothing but
-the API server: both operators bind their health port :8080 on every address, which in the
-cluster's namespace would take port 8080 from every pod (the operand's and the operator's
-pods all declare it). The catalog operator reaches the catalog at CATALOG_ADDRESS in that
-namespace, the address of the CatalogSource this module applies.
+the API server and the cluster's Services (services.py): both operators bind their health
+port :8080 on every address, which in the cluster's namespace would take port 8080 from
+every pod (the operand's and the operator's pods all declare it). The catalog operator
+reaches the catalog at CATALOG_ADDRESS in that namespace, the address of the CatalogSource
+this module applies (or, for a catalog image, the address of its Service).
 
 Everything else is OLM's production path: the catalog names each bundle's image, the catalog
 operator unpacks it with a Job whose pod the pod runner runs (OLM's util and opm images map
