@@ -57,14 +57,15 @@ prereqs-cluster:
 	bash hack/build-tool.sh external-secrets >/dev/null
 	hack/fetch-crds.sh >/dev/null
 
-# Everything the tests use besides: cert-manager, promtool, the bundle validator, OLM and opm,
-# the previous release's environment.
+# Everything the tests use besides: cert-manager, promtool, the bundle validator, OLM, opm and
+# grpc_health_probe (the catalog image's), the previous release's environment.
 prereqs: prereqs-cluster
 	bash hack/build-tool.sh cert-manager >/dev/null
 	bash hack/build-tool.sh promtool >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
 	bash hack/build-tool.sh olm >/dev/null
 	bash hack/build-tool.sh opm >/dev/null
+	bash hack/build-tool.sh grpc-health-probe >/dev/null
 	bash hack/upgrade-test.sh venv >/dev/null
 
 # The operator image for tests/images, built (outside the network namespace: the wheels and

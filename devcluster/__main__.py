@@ -161,7 +161,7 @@ def olm_host(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
-        olm.host(args.dir, _admin(args.dir).address, stop, args.olm_interval)
+        olm.host(args.dir, _admin(args.dir), stop, args.olm_interval)
     return 1 if not stop.is_set() else 0
 
 

@@ -17,7 +17,8 @@ for local processes. What a kubelet would give the container, it gets:
   (`--read-only`, no extra tmpfs: only volumes are writable), capabilities drop/add,
   allowPrivilegeEscalation false (`no-new-privileges`), seccomp RuntimeDefault (podman's
   default profile) or Unconfined;
-- rlimits this machine can grant (podman's defaults are refused here).
+- rlimits this machine can grant (podman's defaults are refused here);
+- exec probes: the probe's command run in the container (`podman exec`, exec_ok).
 
 Each cluster has a container store of its own under its directory, empty at start, as a
 fresh node's: an image runs only once pulled from a registry. A container is named after
@@ -124,6 +125,19 @@ def signal(state_dir: Path, name: str, signal_name: str) -> bool:
     sent = subprocess.run([*podman(state_dir), "kill", f"--signal={signal_name}", name],
                           capture_output=True, check=False, timeout=60)
     return sent.returncode == 0
+
+
+def exec_ok(state_dir: Path, name: str, command: tuple[str, ...], timeout: float) -> bool:
+    """An exec probe: `command` run in the container, as the container's user, succeeded
+    within `timeout` seconds (a kubelet's exec probe through the runtime)."""
+    if not name or not command:
+        return False
+    try:
+        done = subprocess.run([*podman(state_dir), "exec", name, *command],
+                              capture_output=True, check=False, timeout=timeout + 5)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 def remove(state_dir: Path, name: str) -> None:

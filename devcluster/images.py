@@ -7,14 +7,19 @@ tag or digest). The map is a JSON file that the runner reads again whenever it c
 What runs from a real image (`pulled()`: podman pulls the pod's reference from a registry
 and runs it, devcluster/containers.py):
 - the operator image, when a test publishes it to a registry on loopback and its catalog's
-  bundle names it by digest (tests/olm/test_install_image.py, catalog.Release.pulled).
+  bundle names it by digest (tests/olm/test_install_image.py, test_catalog_image.py,
+  catalog.Release.pulled);
+- the catalog image, when a test pushes it there and the CatalogSource names it by digest
+  (`spec.image`): OLM's registry pod, opm serving inside it, its exec probes run in the
+  container (tests/olm/test_catalog_image.py, olm.publish_image).
 
 What runs as a local command standing in for an image the cluster cannot have:
 - the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
   binary built from its Go module at SIMULATION_EXTERNAL_SECRETS_VERSION
   (hack/build-tool.sh); the tag in the pod does not change which binary runs, and tests
   that care say so; bitwarden-sdk-server has none (its pods wait, NoLocalBinary);
-- OLM's util and opm images (olm.py): OLM's cpb and opm binaries;
+- OLM's util and opm images (olm.py): OLM's cpb and opm binaries; in the other OLM tests
+  the catalog is no image at all but a local `opm serve` at the CatalogSource's address;
 - each bundle image (catalog.py): a copy of the bundle's directory, not unpacked from the
   image;
 - the operator image in every other OLM test (catalog.py, `operator_image()`): `python -m

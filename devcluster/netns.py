@@ -12,7 +12,8 @@ No interface connects that namespace to anything; the runner relays TCP instead:
 - outbound: inside the pod's namespace the runner listens on the API server's loopback
   address and relays to the real API server, so in-cluster clients work unchanged; and on
   each egress address a test declared (a proxy outside the cluster, say), relayed to where
-  the test listens in the cluster's namespace.
+  the test listens in the cluster's namespace; OLM's namespace also gets every Service's
+  ClusterIP, relayed to one of its ready endpoints per connection (services.py).
 
 Nothing else leaves a pod, and no packet can leave the machine: every namespace involved has
 `lo` as its only interface.
@@ -27,7 +28,7 @@ import os
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,12 +65,17 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
         target.shutdown(socket.SHUT_WR)
 
 
+Address = tuple[str, int]
+
+
 @dataclass
 class Relay:
-    """Accepts on `listener`, connects to `target` in namespace `target_fd` (None: ours)."""
+    """Accepts on `listener`, connects to `target` in namespace `target_fd` (None: ours).
+    A callable target is asked at each connection (None: nothing to connect to), as
+    kube-proxy picks a Service's endpoint per connection."""
 
     listener: socket.socket
-    target: tuple[str, int]
+    target: Address | Callable[[], Address | None]
     target_fd: int | None
 
     def start(self) -> None:
@@ -96,12 +102,15 @@ class Relay:
         upstream.close()
 
     def _connect(self) -> socket.socket:
+        target = self.target() if callable(self.target) else self.target
+        if target is None:
+            raise ConnectionRefusedError(f"no endpoint for {self.listener.getsockname()}")
         if self.target_fd is None:
-            return socket.create_connection(self.target, timeout=5)
+            return socket.create_connection(target, timeout=5)
         with inside(self.target_fd):
             connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         connection.settimeout(5)
-        connection.connect(self.target)
+        connection.connect(target)
         connection.settimeout(None)
         return connection
 
@@ -134,6 +143,7 @@ class PodNetwork:
     pause: subprocess.Popen[bytes] | None = None
     namespace_fd: int = -1
     _listeners: list[socket.socket] = field(default_factory=list)
+    _addresses: set[str] = field(default_factory=set)
 
     @property
     def path(self) -> Path:
@@ -154,6 +164,7 @@ class PodNetwork:
             if ready.readline() != b"up\n":
                 raise OSError(f"the network namespace of {self.pod_ip} did not come up")
         self.namespace_fd = os.open(self.path, os.O_RDONLY)
+        self._addresses = {"127.0.0.1", *addresses}
         self._relay(_listen(self.api, self.namespace_fd), self.api, None)
         if self.service is not None:  # as kube-proxy would: ClusterIP -> the API server
             self._relay(_listen(self.service, self.namespace_fd), self.api, None)
@@ -166,7 +177,20 @@ class PodNetwork:
         address = (self.pod_ip, port)
         self._relay(_listen(address), address, self.namespace_fd)
 
-    def _relay(self, listener: socket.socket, target: tuple[str, int],
+    def forward(self, address: Address, target: Callable[[], Address | None]) -> None:
+        """Relay `address` inside the namespace (added to its `lo` if new) to what `target`
+        names at each connection, in the cluster's namespace: a Service's ClusterIP to one
+        of its endpoints, as kube-proxy would."""
+        if address[0] not in self._addresses:
+            added = subprocess.run(["nsenter", f"--net={self.path}", "--", "ip", "addr", "add",
+                                    f"{address[0]}/32", "dev", "lo"], check=False,
+                                   capture_output=True, text=True)
+            if added.returncode != 0:
+                raise OSError(f"ip addr add {address[0]}: {added.stderr.strip()}")
+            self._addresses.add(address[0])
+        self._relay(_listen(address, self.namespace_fd), target, None)
+
+    def _relay(self, listener: socket.socket, target: Address | Callable[[], Address | None],
                target_fd: int | None) -> None:
         self._listeners.append(listener)
         Relay(listener, target, target_fd).start()

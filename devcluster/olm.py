@@ -4,10 +4,11 @@ The binaries come from OLM's and operator-registry's Go modules (hack/build-tool
 opm; pinned in manager/versions.py), and OLM's CRDs from its module's chart. OLM's two
 operators and `opm serve` run as processes of one host process (`python -m devcluster olm`,
 started like the pod runner), in a network namespace of their own that reaches nothing but
-the API server: both operators bind their health port :8080 on every address, which in the
-cluster's namespace would take port 8080 from every pod (the operand's and the operator's
-pods all declare it). The catalog operator reaches the catalog at CATALOG_ADDRESS in that
-namespace, the address of the CatalogSource this module applies.
+the API server and the cluster's Services (services.py): both operators bind their health
+port :8080 on every address, which in the cluster's namespace would take port 8080 from
+every pod (the operand's and the operator's pods all declare it). The catalog operator
+reaches the catalog at CATALOG_ADDRESS in that namespace, the address of the CatalogSource
+this module applies (or, for a catalog image, the address of its Service).
 
 Everything else is OLM's production path: the catalog names each bundle's image, the catalog
 operator unpacks it with a Job whose pod the pod runner runs (OLM's util and opm images map
@@ -15,6 +16,12 @@ to the local cpb and opm; the bundle image to a copy of the bundle's directory, 
 catalog.py), and olm-operator installs the CSV's Deployment, whose pod the runner runs too.
 A new catalog (publish) restarts `opm serve` at the same address, as a new catalog image
 would replace the registry pod; OLM resolves the change within seconds.
+
+A catalog can also come from a real catalog image (publish_image): the CatalogSource then
+names the image, the catalog operator creates its registry pod and Service, the pod runner
+runs that pod from the image with podman, and OLM's processes reach it by the Service's name
+and ClusterIP through services.py, which stands in for cluster DNS and kube-proxy in OLM's
+network namespace (and its private /etc/hosts).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from devcluster.api import Api, JsonObject
 from devcluster.controlplane import ControlPlaneError, ensure_tool
 from devcluster.netns import PodNetwork, inside
 from devcluster.pods import ImageEntry
+from devcluster.services import Services
 from manager import versions
 
 logger = logging.getLogger("devcluster.olm")
@@ -50,6 +58,8 @@ CATALOG_SOURCE = "external-secrets-operator-catalog"
 CATALOG_LINK = "olm-catalog"  # in the cluster's directory: the catalog to serve
 SERVING_FILE = "olm-catalog.serving"  # what is served now (the link's target)
 OPERATORS = "/apis/operators.coreos.com"
+HOSTS_FILE = "olm-hosts"  # in the cluster's directory: OLM's /etc/hosts (services.py)
+SERVICES_PERIOD = 1.0  # seconds between two looks at the Services
 
 
 def binaries() -> tuple[Path, Path]:
@@ -114,11 +124,25 @@ def publish(api: Api, state_dir: Path, catalog: Path, timeout: float = 60.0) -> 
               catalog_source(), "devcluster")
 
 
-def catalog_source() -> JsonObject:
-    """The CatalogSource of the served catalog: a gRPC address, so no registry pod."""
+def publish_image(api: Api, state_dir: Path, image: str) -> None:
+    """Point the CatalogSource at the catalog image `image` (`spec.image`), as on a real
+    cluster: the catalog operator runs it as a registry pod behind a Service, which the pod
+    runner runs from the image (an image map entry the caller adds, images.pulled) and OLM
+    reaches by the Service's name (services.py). A catalog served at CATALOG_ADDRESS stops."""
+    (state_dir / CATALOG_LINK).unlink(missing_ok=True)
+    api.apply(f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/catalogsources/{CATALOG_SOURCE}",
+              catalog_source(image), "devcluster")
+
+
+def catalog_source(image: str | None = None) -> JsonObject:
+    """The CatalogSource of the served catalog: a gRPC address, so no registry pod; or, given
+    a catalog `image`, that image, with the registry pod's restricted securityContext (as
+    OpenShift's catalogs have it)."""
+    where: JsonObject = ({"image": image, "grpcPodConfig": {"securityContextConfig": "restricted"}}
+                         if image else {"address": CATALOG_ADDRESS})
     return {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
             "metadata": {"name": CATALOG_SOURCE, "namespace": NAMESPACE},
-            "spec": {"sourceType": "grpc", "address": CATALOG_ADDRESS,
+            "spec": {"sourceType": "grpc", **where,
                      "displayName": "external-secrets-operator (local)",
                      "publisher": "devcluster"}}
 
@@ -133,22 +157,27 @@ def _read(path: Path) -> str:
 # --- the host process -----------------------------------------------------------------------
 
 
-def host(state_dir: Path, api: tuple[str, int], stop: threading.Event,
+def host(state_dir: Path, api: Api, stop: threading.Event,
          interval: str | None = None) -> None:
-    """Run OLM's processes in their network namespace, reaching the API server at `api`,
-    until `stop` (or one of them exits). `interval`: olm-operator's wake-up interval, its
-    resync of every CSV (which is when it sees a change of the cluster proxy)."""
+    """Run OLM's processes in their network namespace, reaching the API server `api`, until
+    `stop` (or one of them exits). `interval`: olm-operator's wake-up interval, its resync of
+    every CSV (which is when it sees a change of the cluster proxy)."""
     kubeconfig = state_dir / "kubeconfig"
     olm_bin, opm_bin = binaries()
-    network = PodNetwork(None, api)
+    network = PodNetwork(None, api.address)
     network.start()
+    cluster_services = Services(api, network, state_dir / HOSTS_FILE)
     children: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(name: str, argv: list[str], **env: str) -> None:
+        # Each in a private mount namespace whose /etc/hosts names the Services (services.py).
         with (state_dir / f"{name}.log").open("ab") as log:
             children[name] = subprocess.Popen(
-                ["nsenter", f"--net={network.path}", "--", "setpriv", "--pdeathsig=KILL", "--",
-                 *argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                ["nsenter", f"--net={network.path}", "--", "unshare", "--mount",
+                 "--propagation", "private", "--", "sh", "-c",
+                 'mount --bind "$0" /etc/hosts && exec setpriv --pdeathsig=KILL -- "$@"',
+                 str(cluster_services.hosts), *argv],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, "KUBECONFIG": str(kubeconfig), **env})
 
     try:
@@ -159,12 +188,15 @@ def host(state_dir: Path, api: tuple[str, int], stop: threading.Event,
         start("catalog-operator", [
             str(olm_bin / "catalog"), *common, "--util-image", UTIL_IMAGE,
             "--opmImage", OPM_IMAGE, "--set-workload-user-id=false"])
-        served = ""
+        served, services_due = "", 0.0
         while not stop.wait(0.2):
             exited = [name for name, child in children.items() if child.poll() is not None]
             if exited:
                 logger.error("%s exited; see %s", exited[0], state_dir / f"{exited[0]}.log")
                 return
+            if time.monotonic() >= services_due:
+                cluster_services.sync()
+                services_due = time.monotonic() + SERVICES_PERIOD
             link = state_dir / CATALOG_LINK
             wanted = str(link.resolve()) if link.is_symlink() else ""
             if wanted != served:

@@ -13,7 +13,10 @@ namespace (netns.py). Everything that differs from a kubelet is decided here, in
    written to a staging directory and bind-mounted at their `mountPath` inside a private
    mount namespace (see runner.py); `/tmp` and `/run` are fresh per pod, as in a container.
 3. **Only declared ports are reachable** from outside the pod (container ports and probe
-   ports); **exec probes are not run**, HTTP and TCP probes are.
+   ports). HTTP and TCP probes are run; **exec probes only in a real image** (podman: the
+   command runs in the container, `podman exec`), not for a local process, which has no
+   image to run the command from. A startup probe holds the other two back until it
+   succeeds, and restarts the container after its failure threshold, as a kubelet's does.
 
 An image whose entry says `runtime="podman"` is not a local command: the runner runs the
 real image with podman (devcluster/containers.py), in the pod's network namespace, with the
@@ -60,12 +63,14 @@ class Mount:
 
 @dataclass(frozen=True)
 class Probe:
-    kind: str  # "http", "https", "tcp" or "none"
+    kind: str  # "http", "https", "tcp", "exec" or "none"
     port: int = 0
     path: str = "/"
     period: float = 10.0
     initial_delay: float = 0.0
     failure_threshold: int = 3
+    command: tuple[str, ...] = ()  # an exec probe's command
+    timeout: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ class Launch:
     image: str = ""
     entrypoint: tuple[str, ...] = ()
     security: Security = field(default_factory=Security)
+    startup: Probe = field(default_factory=lambda: Probe("none"))
+    """Until it succeeds, neither readiness nor liveness is probed."""
 
 
 class LaunchError(Exception):
@@ -193,10 +200,21 @@ def probe(container: JsonObject, which: str) -> Probe:
         kind, port, path = get.get("scheme", "HTTP").lower(), get["port"], get.get("path", "/")
     elif "tcpSocket" in spec:
         kind, port, path = "tcp", spec["tcpSocket"]["port"], ""
+    elif "exec" in spec:
+        return Probe("exec", 0, "", float(spec.get("periodSeconds", 10)),
+                     float(spec.get("initialDelaySeconds", 0)),
+                     int(spec.get("failureThreshold", 3)),
+                     tuple(spec["exec"].get("command") or ()),
+                     float(spec.get("timeoutSeconds", 1)))
     else:
         return Probe("none")
     return Probe(kind, _port(container, port), path, float(spec.get("periodSeconds", 10)),
                  float(spec.get("initialDelaySeconds", 0)), int(spec.get("failureThreshold", 3)))
+
+
+def _no_exec(probe_: Probe) -> Probe:
+    """A local process has no image to exec a command in: its exec probes are not run."""
+    return Probe("none") if probe_.kind == "exec" else probe_
 
 
 def user(pod: JsonObject, container: JsonObject, image_user: int) -> tuple[int, int]:
@@ -258,16 +276,20 @@ def _launch(pod: JsonObject, container: JsonObject, *, env: dict[str, str],
                          bool(m.get("readOnly", False)))
                    for m in container.get("volumeMounts") or [])
     uid, gid = user(pod, container, image.user)
-    readiness, liveness = probe(container, "readinessProbe"), probe(container, "livenessProbe")
+    readiness, liveness, startup = (probe(container, which) for which in (
+        "readinessProbe", "livenessProbe", "startupProbe"))
+    if not real:
+        readiness, liveness, startup = _no_exec(readiness), _no_exec(liveness), _no_exec(startup)
     declared = {int(p["containerPort"]) for p in container.get("ports") or []
                 if p.get("protocol", "TCP") == "TCP"}
-    ports = declared | {p.port for p in (readiness, liveness) if p.kind != "none"}
+    ports = declared | {p.port for p in (readiness, liveness, startup)
+                        if p.kind not in ("none", "exec")}
     if real:
         return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
                       tuple(sorted(ports)), secret_env, runtime=image.runtime,
-                      image=container["image"], **real)
+                      image=container["image"], startup=startup, **real)
     return Launch(container["name"], argv, env, mounts, uid, gid, readiness, liveness,
-                  tuple(sorted(ports)), secret_env, image.files, image.local)
+                  tuple(sorted(ports)), secret_env, image.files, image.local, startup=startup)
 
 
 # --- status, as a kubelet would report it ---------------------------------------------------

@@ -355,6 +355,8 @@ class Container:
     started_at: float = 0.0
     next_probe: float = 0.0
     liveness_failures: int = 0
+    started_up: bool = False  # its startup probe succeeded (or it has none)
+    startup_failures: int = 0
     restart_at: float = 0.0
     log: CriLog | None = None  # what `kubectl logs` serves (podlogs.py)
     podman_name: str = ""  # the podman container of the current run ("": a local process)
@@ -369,8 +371,10 @@ class Container:
         restarted by its liveness probe gets the full threshold again, not one failure)."""
         self.launch = spec
         self.started_at = time.monotonic()
-        self.next_probe = self.started_at + _initial_delay(spec.readiness)
+        self.next_probe = self.started_at + _initial_delay(
+            spec.startup if spec.startup.kind != "none" else spec.readiness)
         self.liveness_failures = 0
+        self.started_up, self.startup_failures = spec.startup.kind == "none", 0
         self.state = {"running": {"startedAt": now()}}
         self.ready = not self.init and spec.readiness.kind == "none"
 
@@ -621,19 +625,48 @@ class PodSupervisor(threading.Thread):
         spec = container.launch
         if spec is None or moment < container.next_probe:
             return
-        pod_ip = self.pod["status"]["podIP"]
+        # The same check (an exec probe's command, say) runs once per round for all probes.
+        answers: dict[tuple[str, int, str, tuple[str, ...]], bool] = {}
+
+        def ok(probe: Probe) -> bool:
+            check = (probe.kind, probe.port, probe.path, probe.command)
+            if check not in answers:
+                answers[check] = self._probe_ok(container, probe)
+            return answers[check]
+
+        periods = [p.period for p in (spec.readiness, spec.liveness, spec.startup)
+                   if p.kind != "none"]
+        container.next_probe = moment + min([MAX_PROBE_PERIOD, *periods])
+        if not container.started_up:  # a startup probe holds the others back
+            container.started_up = ok(spec.startup)
+            container.startup_failures = 0 if container.started_up else (
+                container.startup_failures + 1)
+            if container.startup_failures >= spec.startup.failure_threshold:
+                logger.info("pod %s: %s failed its startup probe; restarting", self.key,
+                            spec.container)
+                self._kill(container)
+            if not container.started_up:
+                return
+            logger.info("pod %s: %s passed its startup probe (%s %s)", self.key,
+                        spec.container, spec.startup.kind,
+                        " ".join(spec.startup.command) or spec.startup.port)
         if spec.readiness.kind != "none":
-            container.ready = probe_ok(spec.readiness, pod_ip)
+            container.ready = ok(spec.readiness)
         if spec.liveness.kind != "none" and moment >= container.started_at + _initial_delay(
                 spec.liveness):
-            alive = probe_ok(spec.liveness, pod_ip)
+            alive = ok(spec.liveness)
             container.liveness_failures = 0 if alive else container.liveness_failures + 1
             if container.liveness_failures >= spec.liveness.failure_threshold:
                 logger.info("pod %s: %s failed its liveness probe; restarting", self.key,
                             spec.container)
                 self._kill(container)
-        periods = [p.period for p in (spec.readiness, spec.liveness) if p.kind != "none"]
-        container.next_probe = moment + min([MAX_PROBE_PERIOD, *periods])
+
+    def _probe_ok(self, container: Container, probe: Probe) -> bool:
+        """One attempt of `probe`: an exec probe runs its command in the container."""
+        if probe.kind == "exec":
+            return containers.exec_ok(self.runner.state_dir, container.podman_name,
+                                      probe.command, probe.timeout)
+        return probe_ok(probe, self.pod["status"]["podIP"])
 
     def _report(self) -> None:
         """Patch the pod's status when what a kubelet would report changed."""

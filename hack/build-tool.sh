@@ -9,6 +9,7 @@
 #                                         tool of its unpack Job, plus OLM's CRDs (crds/)
 #   hack/build-tool.sh opm                opm (catalogs: render, validate, serve; bundle extract)
 #   hack/build-tool.sh promtool           Prometheus' promtool (check and test alerting rules)
+#   hack/build-tool.sh grpc-health-probe  grpc_health_probe (the catalog image's exec probes)
 #
 # Pins come from manager/versions.py. The wrapper module requires the tool's module and
 # copies every replace directive of the tool's own go.mod that points at a published
@@ -55,13 +56,18 @@ recipe() {
       # sqlite needs cgo; the openpgp tag avoids gpgme (as operator-registry's Makefile).
       MODULE=github.com/operator-framework/operator-registry VERSION=$(pin OPM_VERSION)
       PACKAGES=("$MODULE/cmd/opm=opm") CGO=1 TAGS=json1,containers_image_openpgp ;;
+    grpc-health-probe)
+      # OLM's registry pods probe `grpc_health_probe -addr=:50051` (the opm base image has it).
+      MODULE=github.com/grpc-ecosystem/grpc-health-probe VERSION=$(pin GRPC_HEALTH_PROBE_VERSION)
+      PACKAGES=("$MODULE=grpc_health_probe") ;;
     promtool)
       # The root module of Prometheus holds cmd/promtool; its module version v0.X.Y is
       # Prometheus 3.X.Y.
       MODULE=github.com/prometheus/prometheus VERSION=$(pin PROMETHEUS_VERSION)
       PACKAGES=("$MODULE/cmd/promtool")
       LDFLAGS+=" -X github.com/prometheus/common/version.Version=$VERSION" ;;
-    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm, promtool)" ;;
+    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm, promtool,"\
+         "grpc-health-probe)" ;;
   esac
 }
 

@@ -10,7 +10,7 @@
 #      relatedImages name the digest), built from bundle/bundle.Dockerfile and pushed: D2;
 #   3. the catalog (one package, one channel, this bundle) is rendered by the pinned opm from
 #      REGISTRY/external-secrets-operator-bundle@D2, validated, built with
-#      hack/catalog.Dockerfile on the stand-in base and pushed: D3.
+#      hack/catalog.Dockerfile on the opm base (hack/opm-base-image.sh) and pushed: D3.
 #
 # The registry is the one answering at REGISTRY (default 127.0.0.1:5000), else Debian's
 # docker-registry (devcluster/registry.py) started for this run only; its storage stays in
@@ -104,9 +104,8 @@ csv_name=$(printf '%s' "$rendered" | python3 -c 'import json, sys; print(json.lo
   printf '%s\n' "$rendered"
 } >"$work/catalog/configs/$package/catalog.json"
 "$OPM" validate "$work/catalog/configs"
-cp "$OPM" "$work/catalog/opm"
 catalog_tag=localhost/external-secrets-operator-catalog:v$VERSION
-build "$catalog_tag" --build-arg "BASE_IMAGE=$(hack/base-image.sh)" -f hack/catalog.Dockerfile \
+build "$catalog_tag" --build-arg "BASE_IMAGE=$(hack/opm-base-image.sh)" -f hack/catalog.Dockerfile \
   "$work/catalog"
 catalog=$(push "$catalog_tag" "external-secrets-operator-catalog:v$VERSION")
 log "catalog image: $catalog ($(size "$catalog_tag"))"

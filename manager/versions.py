@@ -47,6 +47,10 @@ SIMULATION_CERT_MANAGER_VERSION: Final = "v1.11.5"
 # requires exactly this operator-registry release.
 OLM_VERSION: Final = "v0.42.0"
 OPM_VERSION: Final = "v1.65.0"
+# grpc_health_probe, which OLM's registry pods run as their exec probes (`grpc_health_probe
+# -addr=:50051`): in the opm base image of the catalog image (hack/opm-base-image.sh), as in
+# upstream's opm image.
+GRPC_HEALTH_PROBE_VERSION: Final = "v0.4.62"
 # openshift/api (no releases: a pseudo-version of its master branch, 2026-04-20), whose
 # config.openshift.io/v1 CRDs (APIServer, Proxy) the simulated cluster serves in its opt-in
 # OpenShift mode (hack/fetch-crds.sh, devcluster/crds.py): the TLS security profile tests.

@@ -125,6 +125,17 @@ class OlmCluster:
         await asyncio.to_thread(olm.publish, self.simulated.api, self.simulated.workdir,
                                 built.directory)
 
+    async def serve_image(self, built: Catalog, image: str) -> None:
+        """Serve `built` from its catalog image `image` (a reference in a registry): the
+        CatalogSource names the image, OLM runs it as a registry pod, and the pod runner runs
+        that pod from the image with podman (test_catalog_image.py)."""
+        # The repository, as a node has it: whatever reference the pod names is pulled.
+        image_map.add(self.simulated.images_file, {
+            **catalog.images(built.releases),
+            image_map.repository(image): image_map.pulled(olm.OLM_USER)})
+        await asyncio.to_thread(olm.publish_image, self.simulated.api, self.simulated.workdir,
+                                image)
+
     async def rebuilt(self, version: str, operand_image: str | None = None) -> Path:
         """A release built from the current tree at `version` (devcluster/catalog.py
         `rebuild`): the next release after the current one, where the code does not change."""

@@ -49,21 +49,32 @@ IMAGE_USER = 1001  # the image's USER (Dockerfile); the CSV's pod sets no runAsU
 
 
 @pytest.fixture(scope="module")
-def pushed_image(olm_workdir: Path) -> Iterator[str]:
-    """The operator image in a registry on loopback: REGISTRY/external-secrets-operator@D1.
-    The registry stays up until the cluster has stopped (set up first, torn down last)."""
-    tool = podman()  # skips, or fails under IMAGE_TESTS=require, without podman or the image
+def registry(olm_workdir: Path) -> Iterator[Registry]:
+    """A registry on loopback for the module. It stays up until the cluster has stopped (set
+    up first, torn down last)."""
+    podman()  # skips, or fails under IMAGE_TESTS=require, without podman or the image
     controlplane.require_loopback_only_network()
     directory = olm_workdir / "registry"
     directory.mkdir()
     with Registry(directory / "storage", f"127.0.0.1:{free_port()}",
-                  directory / "registry.log") as registry:
-        digest_file = directory / "digest"
-        subprocess.run([tool, "push", "--quiet", "--tls-verify=false",
-                        f"--digestfile={digest_file}", IMAGE,
-                        f"{registry.address}/external-secrets-operator:v{__version__}"],
-                       check=True, capture_output=True, timeout=300)
-        yield f"{registry.address}/external-secrets-operator@{digest_file.read_text().strip()}"
+                  directory / "registry.log") as started:
+        yield started
+
+
+def push(registry: Registry, image: str, repository: str, tag: str) -> str:
+    """Push the local `image` as REGISTRY/repository:tag; its reference by digest."""
+    digest_file = registry.storage.parent / f"{repository}.digest"
+    subprocess.run([podman(), "push", "--quiet", "--tls-verify=false",
+                    f"--digestfile={digest_file}", image,
+                    f"{registry.address}/{repository}:{tag}"],
+                   check=True, capture_output=True, timeout=300)
+    return f"{registry.address}/{repository}@{digest_file.read_text().strip()}"
+
+
+@pytest.fixture(scope="module")
+def pushed_image(registry: Registry) -> str:
+    """The operator image in the registry: REGISTRY/external-secrets-operator@D1."""
+    return push(registry, IMAGE, "external-secrets-operator", f"v{__version__}")
 
 
 @dataclass

@@ -221,3 +221,37 @@ def test_a_restarted_container_gets_the_whole_liveness_threshold_again() -> None
     assert container.liveness_failures == 0
     assert "running" in container.state
     assert container.started_at >= first  # the liveness delay counts from the new start
+
+
+GRPC_PROBE = {"exec": {"command": ["grpc_health_probe", "-addr=:50051", "-rpc-timeout=5s"]},
+              "timeoutSeconds": 5}
+REGISTRY_SERVER = {"name": "registry-server", "image": "r/catalog@sha256:1",
+                   "ports": [{"name": "grpc", "containerPort": 50051}],
+                   "readinessProbe": {**GRPC_PROBE, "initialDelaySeconds": 5},
+                   "livenessProbe": {**GRPC_PROBE, "initialDelaySeconds": 10},
+                   "startupProbe": {**GRPC_PROBE, "failureThreshold": 10, "periodSeconds": 10}}
+
+
+def test_exec_probes_run_in_a_real_image_only() -> None:
+    """OLM's registry pod: its exec probes run in the podman container (the command is the
+    image's); a local process has no image to run them in, so they are not run."""
+    real = pods.launch(pod(REGISTRY_SERVER), REGISTRY_SERVER, images.pulled(1001), lookup,
+                       api_host="127.0.0.1", api_port=6443)
+    command = ("grpc_health_probe", "-addr=:50051", "-rpc-timeout=5s")
+    assert real.readiness == pods.Probe("exec", 0, "", 10.0, 5.0, 3, command, 5.0)
+    assert real.liveness.command == command
+    assert real.startup == pods.Probe("exec", 0, "", 10.0, 0.0, 10, command, 5.0)
+    assert real.ports == (50051,)
+    local = launch(REGISTRY_SERVER)
+    assert {local.readiness.kind, local.liveness.kind, local.startup.kind} == {"none"}
+
+
+def test_a_startup_probe_holds_the_others_back_until_it_succeeds() -> None:
+    real = pods.launch(pod(REGISTRY_SERVER), REGISTRY_SERVER, images.pulled(1001), lookup,
+                       api_host="127.0.0.1", api_port=6443)
+    container = Container(REGISTRY_SERVER)
+    container.running(real)
+    assert not container.started_up
+    assert not container.ready
+    container.running(launch({"name": "c", "image": "x"}))  # no startup probe: started
+    assert container.started_up

@@ -1,0 +1,227 @@
+"""OLM serves the catalog from the catalog image, as on a cluster: `spec.image` by digest.
+
+The catalog of the current tree (its bundle naming the operator image by digest, as in
+test_install_image.py) is built into a catalog image (hack/catalog.Dockerfile FROM the opm
+base of hack/opm-base-image.sh: the pinned opm and grpc_health_probe) and pushed to a
+registry on loopback. The CatalogSource names that image by digest (`sourceType: grpc`,
+`spec.image`, restricted pod security), so the catalog operator creates the registry pod
+and its Service itself; the pod runner runs the pod from the image with podman (`opm serve`
+inside it, the exec probes `grpc_health_probe -addr=:50051` run in the container); the
+catalog operator dials `<service>.olm.svc:50051`, which devcluster/services.py resolves and
+relays (the stand-ins for cluster DNS and kube-proxy in OLM's network namespace); then OLM
+resolves the package and installs the operator, whose pod runs the operator image.
+
+Still local stand-ins here: the bundle image (a copy of the bundle's directory), OLM's own
+images, the operand's (devcluster/images.py).
+
+Without podman or the images the test skips, or fails under IMAGE_TESTS=require (.ci/run).
+Run with `-s` to see the timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from devcluster import olm
+from devcluster.registry import Registry
+from manager import __version__
+from manager.olm import identity
+from manager.paths import REPO_ROOT
+from tests.images.test_operator_image import podman
+from tests.olm.conftest import OlmCluster
+from tests.olm.test_install_image import (
+    operator_container,
+    podman_json,
+    push,
+    pushed_image,  # noqa: F401 (a fixture)
+    registry,  # noqa: F401 (a fixture)
+)
+from tests.upgrade.test_upgrade import ESM_PATH
+from tests.waiting import eventually
+
+HACK = REPO_ROOT / "hack"
+CATALOG_USER = 1001  # the catalog image's USER (hack/catalog.Dockerfile)
+SERVICE_ADDRESS = f"{olm.CATALOG_SOURCE}.{olm.NAMESPACE}.svc:{olm.CATALOG_PORT}"
+CATALOG_SOURCE = (f"{olm.OPERATORS}/v1alpha1/namespaces/{olm.NAMESPACE}/catalogsources/"
+                  f"{olm.CATALOG_SOURCE}")
+REGISTRY_PODS = f"/api/v1/namespaces/{olm.NAMESPACE}/pods"
+
+
+def required(problem: str) -> None:
+    if os.environ.get("IMAGE_TESTS") == "require":
+        pytest.fail(problem)
+    pytest.skip(problem)
+
+
+@pytest.fixture(scope="module")
+def opm_base() -> str:
+    """The opm base image (hack/opm-base-image.sh: cached by its inputs)."""
+    podman()
+    made = subprocess.run(["bash", str(HACK / "opm-base-image.sh")], capture_output=True,
+                          text=True, check=False, timeout=600)
+    if made.returncode != 0:
+        required(f"no opm base image: {made.stderr.strip()[-2000:]}")
+    return made.stdout.strip()
+
+
+def build_catalog_image(catalog: Path, base: str, tag: str, scratch: Path) -> None:
+    """The catalog image of the file-based catalog in `catalog`, as hack/publish-images.sh
+    builds it (context: `configs/`)."""
+    shutil.copytree(catalog, scratch / "configs")
+    subprocess.run([podman(), "build", "--quiet", "--network=none",
+                    f"--build-arg=BASE_IMAGE={base}", "-f", str(HACK / "catalog.Dockerfile"),
+                    "-t", tag, str(scratch)], check=True, capture_output=True, timeout=600)
+
+
+@dataclass
+class Installed:
+    olm: OlmCluster
+    catalog_image: str
+    operator_image: str
+    csv: dict[str, Any]
+
+
+async def registry_pod(cluster: OlmCluster) -> dict[str, Any]:
+    """The catalog's registry pod, Ready (its exec probes passed in the container)."""
+    pods = (await cluster.kube.list(REGISTRY_PODS, label_selector=(
+        f"olm.catalogSource={olm.CATALOG_SOURCE}")))["items"]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    [pod] = pods
+    ready = [c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
+    if ready != ["True"]:
+        name = pod["metadata"]["name"]
+        states = [(s.get("state"), s.get("lastState")) for s in
+                  pod["status"].get("containerStatuses") or []]
+        log = cluster.simulated.logs(olm.NAMESPACE, "registry-server").get(name, "")
+        raise AssertionError(f"registry pod {name} ({pod['spec']['containers'][0]['image']}) "
+                             f"not Ready: {states}; its log ends: {log[-800:]}")
+    return pod
+
+
+async def catalog_connected(cluster: OlmCluster) -> dict[str, Any]:
+    """The CatalogSource, once the catalog operator holds a READY connection to its pod."""
+    source = await cluster.kube.request("GET", CATALOG_SOURCE)
+    state = (source.get("status") or {}).get("connectionState") or {}
+    assert state.get("lastObservedState") == "READY", source.get("status")
+    return source
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def installed(registry: Registry, pushed_image: str, opm_base: str,  # noqa: F811
+                    olm_cluster: OlmCluster) -> AsyncIterator[Installed]:
+    cluster = olm_cluster
+    cluster.mark("operator image pushed")
+    cluster.pull_operator_image(REPO_ROOT, pushed_image)
+    built = await cluster.build_catalog(REPO_ROOT)
+    scratch = cluster.workdir / "catalog-image"
+    scratch.mkdir()
+    tag = f"localhost/eso-test-catalog:{scratch.parent.name}"
+    await asyncio.to_thread(build_catalog_image, built.directory, opm_base, tag, scratch)
+    try:
+        image = push(registry, tag, "external-secrets-operator-catalog", f"v{__version__}")
+    finally:
+        subprocess.run([podman(), "rmi", tag], capture_output=True, check=False, timeout=120)
+    cluster.mark("catalog image built and pushed")
+    await cluster.serve_image(built, image)
+    cluster.mark("CatalogSource names the catalog image by digest")
+    await eventually(lambda: registry_pod(cluster), 180, interval=0.5,
+                     what="the registry pod Ready")
+    cluster.mark("registry pod Ready (grpc_health_probe in its container)")
+    await eventually(lambda: catalog_connected(cluster), 120, interval=0.5,
+                     what="the catalog operator connected to the registry pod")
+    cluster.mark("CatalogSource READY through its Service")
+    [release] = built.releases
+    await cluster.subscribe(release)
+    csv = await cluster.succeeded(release)
+    cluster.mark(f"CSV {release.name} Succeeded")
+    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
+                     what="the operator to create the ESM")
+    cluster.mark("ExternalSecretsManager created by the operator")
+    await cluster.configure()
+    yield Installed(cluster, image, pushed_image, csv)
+
+
+def registry_container(cluster: OlmCluster, pod: dict[str, Any]) -> dict[str, Any]:
+    """`podman inspect` of the registry pod's one container."""
+    prefix = f"k8s_registry-server_{pod['metadata']['name']}_{olm.NAMESPACE}_"
+    names = [c["Names"][0] for c in podman_json(cluster, "ps", "--format=json")
+             if c["Names"][0].startswith(prefix)]
+    assert len(names) == 1, names
+    [inspected] = podman_json(cluster, "container", "inspect", names[0])
+    result: dict[str, Any] = inspected
+    return result
+
+
+async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> None:
+    cluster, image = installed.olm, installed.catalog_image
+    print(f"\nserved {image} through OLM:\n{cluster.timeline()}")
+    source = await cluster.kube.request("GET", CATALOG_SOURCE)
+    assert source["spec"]["image"] == image, source["spec"]
+    assert "address" not in source["spec"], source["spec"]
+    assert source["status"]["connectionState"]["address"] == SERVICE_ADDRESS, source["status"]
+
+    # The registry pod runs the catalog image, pulled by digest, opm serving inside it.
+    pod = await registry_pod(cluster)
+    [spec] = pod["spec"]["containers"]
+    assert spec["image"] == image
+    assert spec["readinessProbe"]["exec"]["command"][0] == "grpc_health_probe", spec
+    container = registry_container(cluster, pod)
+    assert container["ImageName"] == image, container["ImageName"]
+    [pulled] = podman_json(cluster, "image", "inspect", image)
+    assert pulled["Digest"] == image.split("@", 1)[1], pulled["Digest"]
+    assert container["Image"] == pulled["Id"]
+    pid = container["State"]["Pid"]
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert argv[:3] == [b"/bin/opm", b"serve", b"/configs"], argv
+    opm_bin = olm.binaries()[1] / "opm"
+    inside = Path(f"/proc/{pid}/root/bin/opm").read_bytes()
+    assert hashlib.sha256(inside).digest() == hashlib.sha256(opm_bin.read_bytes()).digest()
+    root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
+    assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+    # Its probes ran in the container: grpc_health_probe, from the image, answered.
+    runner_log = (cluster.simulated.workdir / "pod-runner.log").read_text()
+    passed = (f"pod {olm.NAMESPACE}/{pod['metadata']['name']}: registry-server passed its "
+              "startup probe (exec grpc_health_probe -addr=:50051")
+    assert passed in runner_log, runner_log[-3000:]
+    print(f"  checked: pod {pod['metadata']['name']} runs {image} (pid {pid}): the pinned "
+          "opm serving /configs in the image's root; its exec probes passed in it")
+
+    # The restricted securityContext OLM gave the pod, as podman applies it.
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert re.search(rf"^Uid:\s+{CATALOG_USER}\s", status, re.M), status
+    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
+    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+    assert re.search(r"^Seccomp:\s+2$", status, re.M), status
+
+    # OLM reached it by the Service's name and ClusterIP (services.py).
+    service = await cluster.kube.request(
+        "GET", f"/api/v1/namespaces/{olm.NAMESPACE}/services/{olm.CATALOG_SOURCE}")
+    hosts = (cluster.simulated.workdir / olm.HOSTS_FILE).read_text()
+    name = SERVICE_ADDRESS.rsplit(":", 1)[0]
+    assert f"{service['spec']['clusterIP']} {name} " in hosts, hosts
+    print(f"  checked: the catalog operator connected to {SERVICE_ADDRESS} "
+          f"({service['spec']['clusterIP']}), READY")
+
+    # Resolved and installed from it: the operator runs its image and works.
+    deployment = installed.csv["spec"]["install"]["spec"]["deployments"][0]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        installed.operator_image
+    assert operator_container(cluster)["ImageName"] == installed.operator_image
+    log = cluster.operator_log(cluster.release(REPO_ROOT))
+    assert "action=create result=created kind=ExternalSecretsManager" in log, log[-3000:]
+    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
+    assert not forbidden, "\n".join(forbidden)
+    print(f"  checked: {installed.csv['metadata']['name']} Succeeded from the catalog image; "
+          f"the operator ({identity.CONTAINER}) runs its image; the ESC is Ready")
