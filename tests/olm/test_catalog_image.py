@@ -123,9 +123,10 @@ async def unpacked(cluster: OlmCluster, bundle: str) -> dict[str, Any]:
     conditions = {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions")
                   or []}
     if conditions.get("Failed") == "True" or (job.get("status") or {}).get("failed"):
-        pulls = cluster.simulated.logs(olm.NAMESPACE, "pull")
+        pulls = {pod: log[-400:] for pod, log in
+                 cluster.simulated.logs(olm.NAMESPACE, "pull").items()}
         pytest.fail(f"the unpack Job {job['metadata']['name']} of {bundle} failed: "
-                    f"{job.get('status')}; its pull container's log: {pulls}")
+                    f"{job.get('status')}; its pull containers' logs end: {pulls}")
     assert conditions.get("Complete") == "True", job.get("status")
     return job
 
