@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="for up: serve OpenShift's config API (config.openshift.io/v1)")
     parser.add_argument("--olm-interval", default=None,
                         help="for up and olm: olm-operator's --interval (e.g. 15s; default 5m)")
+    parser.add_argument("--olm-util-image", default=olm.UTIL_IMAGE,
+                        help="for olm: the catalog operator's util image (cpb)")
+    parser.add_argument("--olm-opm-image", default=olm.OPM_IMAGE,
+                        help="for olm: the catalog operator's opm image (bundle extract)")
     parser.add_argument("command", nargs="*",
                         help="for run: the command to run; for catalog: the source trees")
     args = parser.parse_intermixed_args(argv)
@@ -161,7 +165,8 @@ def olm_host(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
-        olm.host(args.dir, _admin(args.dir), stop, args.olm_interval)
+        olm.host(args.dir, _admin(args.dir), stop, args.olm_interval,
+                 (args.olm_util_image, args.olm_opm_image))
     return 1 if not stop.is_set() else 0
 
 

@@ -9,7 +9,8 @@ small. The channel lists the releases oldest first, each replacing the one befor
 carrying its CSV's `olm.skipRange`. `opm validate` checks the result.
 
 The images the catalog names run here (images.py): the bundle image copies the bundle's
-directory where OLM's copy tool puts it, and each release's operator image runs
+directory where OLM's copy tool puts it (or, for a release given its pushed bundle image,
+`Release.pushed_bundle`, that image runs with podman), and each release's operator image runs
 `python -m manager` from that release's source tree, or, for a release prepared with the
 image's reference in a registry (`prepare(..., operator_image=...)`), that image itself
 with podman (containers.py).
@@ -64,6 +65,9 @@ class Release:
     """The virtualenv its operator image runs with (None: images.release_venv decides)."""
     pulled: bool = False
     """Its operator image is a real image in a registry, pulled and run with podman."""
+    pushed_bundle: str | None = None
+    """Its bundle image as pushed to a registry (by digest): the catalog names it, and the
+    unpack Job pulls and runs it with podman."""
 
     @property
     def name(self) -> str:
@@ -79,7 +83,10 @@ class Release:
     @property
     def bundle_image(self) -> str:
         """The Makefile's BUNDLE_IMG: the operator image's reference plus `-bundle`; for an
-        operator image by digest, its repository plus `-bundle`, tagged with the version."""
+        operator image by digest, its repository plus `-bundle`, tagged with the version; or
+        the bundle image pushed to a registry."""
+        if self.pushed_bundle:
+            return self.pushed_bundle
         operator = self.operator_images[0]
         if "@" in operator:
             return f"{image_map.repository(operator)}-bundle:v{self.csv['spec']['version']}"
@@ -214,10 +221,12 @@ def images(releases: list[Release]) -> image_map.ImageMap:
     found: image_map.ImageMap = {}
     for release in releases:
         # OLM's unpack Job runs `/util/cpb /bundle`: cpb copies the image's /manifests and
-        # /metadata into /bundle.
-        found[release.bundle_image] = ImageEntry(
-            ("/util/cpb",), ("cp", "-R", f"{BUNDLE_FILES}/manifests", f"{BUNDLE_FILES}/metadata"),
-            BUNDLE_USER, files=((str(release.bundle), BUNDLE_FILES),))
+        # /metadata into /bundle (the image itself, or here a copy of the directory).
+        found[release.bundle_image] = (
+            image_map.pulled(BUNDLE_USER) if release.pushed_bundle else ImageEntry(
+                ("/util/cpb",),
+                ("cp", "-R", f"{BUNDLE_FILES}/manifests", f"{BUNDLE_FILES}/metadata"),
+                BUNDLE_USER, files=((str(release.bundle), BUNDLE_FILES),)))
         for image in release.operator_images:
             found[image] = (image_map.pulled() if release.pulled else
                             image_map.operator_image(release.source, release.environment))

@@ -104,6 +104,9 @@ class SimulatedCluster:
     olm_interval: str | None = None
     """olm-operator's wake-up interval (`--interval`; OLM's default 5m): how soon it applies
     a change of the cluster proxy to the Deployments of its CSVs."""
+    olm_images: tuple[str, str] | None = None
+    """OLM's util and opm images as references in a registry (the catalog operator's
+    `--util-image`, `--opmImage`), run with podman; None: OLM's own, run as local commands."""
     pod_cidr: str = POD_CIDR
     """Pod addresses; two clusters in one network namespace need different ones."""
     plane: LocalControlPlane = field(init=False)
@@ -155,10 +158,12 @@ class SimulatedCluster:
     def start_olm(self, timeout: float = 60.0) -> None:
         """Install and start OLM; return when its operators are working."""
         started = time.monotonic()
-        olm.install(self.api, self.images_file)
+        olm.install(self.api, self.images_file, self.olm_images)
         interval = ["--olm-interval", self.olm_interval] if self.olm_interval else []
+        pulled = (["--olm-util-image", self.olm_images[0], "--olm-opm-image",
+                   self.olm_images[1]] if self.olm_images else [])
         self.plane.spawn("olm", [sys.executable, "-m", "devcluster", "olm",
-                                 "--dir", str(self.workdir), *interval])
+                                 "--dir", str(self.workdir), *interval, *pulled])
         olm.wait_working(self.api, self._check_processes, started + timeout)
         logger.info("OLM working in %.1f s", time.monotonic() - started)
 

@@ -11,17 +11,20 @@ and runs it, devcluster/containers.py):
   catalog.Release.pulled);
 - the catalog image, when a test pushes it there and the CatalogSource names it by digest
   (`spec.image`): OLM's registry pod, opm serving inside it, its exec probes run in the
-  container (tests/olm/test_catalog_image.py, olm.publish_image).
+  container (tests/olm/test_catalog_image.py, olm.publish_image);
+- in that test, the unpack Job's images too: the bundle image, pushed and named by digest
+  in the catalog (catalog.Release.pushed_bundle), and OLM's util (cpb) and opm images that
+  the catalog operator is started with (cluster.SimulatedCluster.olm_images).
 
 What runs as a local command standing in for an image the cluster cannot have:
 - the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
   binary built from its Go module at SIMULATION_EXTERNAL_SECRETS_VERSION
   (hack/build-tool.sh); the tag in the pod does not change which binary runs, and tests
   that care say so; bitwarden-sdk-server has none (its pods wait, NoLocalBinary);
-- OLM's util and opm images (olm.py): OLM's cpb and opm binaries; in the other OLM tests
+- in the other OLM tests, OLM's util and opm images (olm.py): OLM's cpb and opm binaries;
   the catalog is no image at all but a local `opm serve` at the CatalogSource's address;
-- each bundle image (catalog.py): a copy of the bundle's directory, not unpacked from the
-  image;
+- each bundle image there (catalog.py): a copy of the bundle's directory, not unpacked from
+  the image;
 - the operator image in every other OLM test (catalog.py, `operator_image()`): `python -m
   manager` from the release's source tree, with the release's virtualenv.
 """

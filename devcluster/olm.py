@@ -77,8 +77,9 @@ def images(olm_bin: Path, opm_bin: Path) -> image_map.ImageMap:
     }
 
 
-def install(api: Api, images_file: Path) -> None:
-    """What OLM needs before it starts: its CRDs, its namespace, its images."""
+def install(api: Api, images_file: Path, pulled: tuple[str, str] | None = None) -> None:
+    """What OLM needs before it starts: its CRDs, its namespace, its images (or, `pulled`,
+    its util and opm images as references in a registry: run with podman)."""
     olm_bin, opm_bin = binaries()
     crds.install(api, crds.load(olm_bin.parent / "crds"))
     api.apply(f"/api/v1/namespaces/{NAMESPACE}", {
@@ -89,6 +90,9 @@ def install(api: Api, images_file: Path) -> None:
         "metadata": {"name": "cluster"}, "spec": {"features": {"disableCopiedCSVs": True}}},
         "devcluster")
     image_map.add(images_file, images(olm_bin, opm_bin))
+    if pulled:  # by repository, as a node has them: the pod's reference is pulled
+        image_map.add(images_file, {image_map.repository(image): image_map.pulled(OLM_USER)
+                                    for image in pulled})
 
 
 def wait_working(api: Api, check_processes: Callable[[], None], deadline: float) -> None:
@@ -157,11 +161,12 @@ def _read(path: Path) -> str:
 # --- the host process -----------------------------------------------------------------------
 
 
-def host(state_dir: Path, api: Api, stop: threading.Event,
-         interval: str | None = None) -> None:
+def host(state_dir: Path, api: Api, stop: threading.Event, interval: str | None = None,
+         tools: tuple[str, str] = (UTIL_IMAGE, OPM_IMAGE)) -> None:
     """Run OLM's processes in their network namespace, reaching the API server `api`, until
     `stop` (or one of them exits). `interval`: olm-operator's wake-up interval, its resync of
-    every CSV (which is when it sees a change of the cluster proxy)."""
+    every CSV (which is when it sees a change of the cluster proxy). `tools`: the util and
+    opm images of the unpack Job."""
     kubeconfig = state_dir / "kubeconfig"
     olm_bin, opm_bin = binaries()
     network = PodNetwork(None, api.address)
@@ -186,8 +191,8 @@ def host(state_dir: Path, api: Api, stop: threading.Event,
         start("olm-operator", [str(olm_bin / "olm"), *common, *resync],
               OPERATOR_NAMESPACE=NAMESPACE, OPERATOR_NAME="olm-operator")
         start("catalog-operator", [
-            str(olm_bin / "catalog"), *common, "--util-image", UTIL_IMAGE,
-            "--opmImage", OPM_IMAGE, "--set-workload-user-id=false"])
+            str(olm_bin / "catalog"), *common, "--util-image", tools[0],
+            "--opmImage", tools[1], "--set-workload-user-id=false"])
         served, services_due = "", 0.0
         while not stop.wait(0.2):
             exited = [name for name, child in children.items() if child.poll() is not None]

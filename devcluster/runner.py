@@ -549,8 +549,9 @@ class PodSupervisor(threading.Thread):
         else:
             self._pid_file(container).write_text(str(container.process.pid))
             container.running(spec)
-        logger.info("pod %s: started %s (pid %d)", self.key, spec.container,
-                    container.process.pid)
+        logger.info("pod %s: started %s (pid %d%s)", self.key, spec.container,
+                    container.process.pid,
+                    f", podman run {spec.image}" if container.podman_name else "")
 
     def _podman_run(self, container: Container, spec: Launch) -> list[str]:
         """`podman run` of the pod's image (containers.py); the container's name is kept to

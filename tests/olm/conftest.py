@@ -26,6 +26,7 @@ operator images in a registry; docs/olm.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 import time
@@ -149,6 +150,16 @@ class OlmCluster:
         registry): its bundle names it, and its pod runs it with podman."""
         self._pulled[source] = image
 
+    async def prepared(self, source: Path) -> catalog.Release:
+        """The release of `source` (its bundle directory written), before any catalog."""
+        return await asyncio.to_thread(self._release, source)
+
+    def push_bundle_image(self, source: Path, image: str) -> None:
+        """The release of `source` ships its bundle as `image` (in a registry, by digest):
+        catalogs built from now on name it, and the unpack Job runs it with podman."""
+        self._releases[source] = dataclasses.replace(self._releases[source],
+                                                     pushed_bundle=image)
+
     def release(self, source: Path) -> catalog.Release:
         """The release of `source` as a catalog built before holds it."""
         return self._releases[source]
@@ -252,10 +263,19 @@ def olm_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def olm_cluster(olm_workdir: Path, request: pytest.FixtureRequest,
                       ) -> AsyncIterator[OlmCluster]:
+    async for cluster in started_cluster(olm_workdir,
+                                         bool(getattr(request.module, "OPENSHIFT", False))):
+        yield cluster
+
+
+async def started_cluster(olm_workdir: Path, openshift: bool = False,
+                          olm_images: tuple[str, str] | None = None,
+                          ) -> AsyncIterator[OlmCluster]:
+    """A fresh cluster with OLM for a module (`olm_images`: SimulatedCluster.olm_images);
+    stopped after the module."""
     controlplane.require_loopback_only_network()
-    openshift = bool(getattr(request.module, "OPENSHIFT", False))
     simulated = SimulatedCluster(olm_workdir / "cluster", olm=True, pod_cidr=POD_CIDR,
-                                 openshift=openshift,
+                                 openshift=openshift, olm_images=olm_images,
                                  olm_interval=OPENSHIFT_OLM_INTERVAL if openshift else None)
     started = time.monotonic()
     await asyncio.to_thread(simulated.start)

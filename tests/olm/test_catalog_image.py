@@ -11,8 +11,15 @@ catalog operator dials `<service>.olm.svc:50051`, which devcluster/services.py r
 relays (the stand-ins for cluster DNS and kube-proxy in OLM's network namespace); then OLM
 resolves the package and installs the operator, whose pod runs the operator image.
 
-Still local stand-ins here: the bundle image (a copy of the bundle's directory), OLM's own
-images, the operand's (devcluster/images.py).
+The bundle is unpacked from its image too: the bundle image is built from the bundle
+directory (bundle/bundle.Dockerfile, as hack/publish-images.sh does) and pushed, the catalog
+names it by digest, and the catalog operator's unpack Job runs OLM's util image (the pinned
+cpb, hack/olm-util-image.sh), the bundle image (`/util/cpb /bundle`) and the opm image (the
+opm base: `opm alpha bundle extract`), each pulled from the registry and run with podman,
+sharing the pod's emptyDir volumes. This module's cluster starts its catalog operator with
+those util and opm images (SimulatedCluster.olm_images).
+
+Still local stand-ins here: the operand's images (devcluster/images.py).
 
 Without podman or the images the test skips, or fails under IMAGE_TESTS=require (.ci/run).
 Run with `-s` to see the timeline.
@@ -36,11 +43,11 @@ import pytest_asyncio
 
 from devcluster import olm
 from devcluster.registry import Registry
-from manager import __version__
+from manager import __version__, versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.images.test_operator_image import podman
-from tests.olm.conftest import OlmCluster
+from tests.olm.conftest import SUBSCRIPTION, OlmCluster, started_cluster
 from tests.olm.test_install_image import (
     operator_container,
     podman_json,
@@ -76,6 +83,54 @@ def opm_base() -> str:
     return made.stdout.strip()
 
 
+@pytest.fixture(scope="module")
+def olm_images(registry: Registry, opm_base: str) -> tuple[str, str]:  # noqa: F811
+    """OLM's util image (hack/olm-util-image.sh) and opm image (the opm base) in the
+    registry, by digest, as the catalog operator of this module's cluster names them."""
+    made = subprocess.run(["bash", str(HACK / "olm-util-image.sh")], capture_output=True,
+                          text=True, check=False, timeout=600)
+    if made.returncode != 0:
+        required(f"no OLM util image: {made.stderr.strip()[-2000:]}")
+    return (push(registry, made.stdout.strip(), "operator-framework/olm",
+                 versions.OLM_VERSION),
+            push(registry, opm_base, "operator-framework/opm", versions.OPM_VERSION))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def olm_cluster(olm_workdir: Path, olm_images: tuple[str, str],
+                      ) -> AsyncIterator[OlmCluster]:
+    """This module's cluster: its catalog operator unpacks bundles with `olm_images`."""
+    async for cluster in started_cluster(olm_workdir, olm_images=olm_images):
+        yield cluster
+
+
+def build_bundle_image(bundle: Path, tag: str) -> None:
+    """The bundle image of the bundle directory `bundle` (manifests/, metadata/), built from
+    bundle/bundle.Dockerfile as hack/publish-images.sh builds it."""
+    subprocess.run([podman(), "build", "--quiet", "--network=none",
+                    "-f", str(REPO_ROOT / "bundle" / "bundle.Dockerfile"), "-t", tag,
+                    str(bundle)], check=True, capture_output=True, timeout=600)
+
+
+async def unpacked(cluster: OlmCluster, bundle: str) -> dict[str, Any]:
+    """The unpack Job of the bundle image `bundle`, Complete; failed: why, with the log of
+    its `pull` container (the bundle image running cpb)."""
+    jobs = (await cluster.kube.list(f"/apis/batch/v1/namespaces/{olm.NAMESPACE}/jobs"))["items"]
+    mine = [job for job in jobs if any(
+        c["image"] == bundle for c in job["spec"]["template"]["spec"].get("initContainers") or [])]
+    assert mine, f"no unpack Job for {bundle} yet: {[j['metadata']['name'] for j in jobs]}"
+    [job] = mine
+    conditions = {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions")
+                  or []}
+    if conditions.get("Failed") == "True" or (job.get("status") or {}).get("failed"):
+        pulls = {pod: log[-400:] for pod, log in
+                 cluster.simulated.logs(olm.NAMESPACE, "pull").items()}
+        pytest.fail(f"the unpack Job {job['metadata']['name']} of {bundle} failed: "
+                    f"{job.get('status')}; its pull containers' logs end: {pulls}")
+    assert conditions.get("Complete") == "True", job.get("status")
+    return job
+
+
 def build_catalog_image(catalog: Path, base: str, tag: str, scratch: Path) -> None:
     """The catalog image of the file-based catalog in `catalog`, as hack/publish-images.sh
     builds it (context: `configs/`)."""
@@ -90,6 +145,8 @@ class Installed:
     olm: OlmCluster
     catalog_image: str
     operator_image: str
+    bundle_image: str
+    unpack_job: dict[str, Any]
     csv: dict[str, Any]
 
 
@@ -124,6 +181,17 @@ async def installed(registry: Registry, pushed_image: str, opm_base: str,  # noq
     cluster = olm_cluster
     cluster.mark("operator image pushed")
     cluster.pull_operator_image(REPO_ROOT, pushed_image)
+    release = await cluster.prepared(REPO_ROOT)
+    bundle_tag = f"localhost/eso-test-bundle:{cluster.workdir.name}"
+    await asyncio.to_thread(build_bundle_image, release.bundle, bundle_tag)
+    try:
+        bundle = push(registry, bundle_tag, "external-secrets-operator-bundle",
+                      f"v{__version__}")
+    finally:
+        subprocess.run([podman(), "rmi", bundle_tag], capture_output=True, check=False,
+                       timeout=120)
+    cluster.push_bundle_image(REPO_ROOT, bundle)
+    cluster.mark("bundle image built and pushed")
     built = await cluster.build_catalog(REPO_ROOT)
     scratch = cluster.workdir / "catalog-image"
     scratch.mkdir()
@@ -143,14 +211,18 @@ async def installed(registry: Registry, pushed_image: str, opm_base: str,  # noq
                      what="the catalog operator connected to the registry pod")
     cluster.mark("CatalogSource READY through its Service")
     [release] = built.releases
+    assert release.bundle_image == bundle
     await cluster.subscribe(release)
+    job = await eventually(lambda: unpacked(cluster, bundle), 180, interval=0.5,
+                           what="the unpack Job of the bundle image Complete")
+    cluster.mark("bundle unpacked from its image (util, pull, extract with podman)")
     csv = await cluster.succeeded(release)
     cluster.mark(f"CSV {release.name} Succeeded")
     await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
                      what="the operator to create the ESM")
     cluster.mark("ExternalSecretsManager created by the operator")
     await cluster.configure()
-    yield Installed(cluster, image, pushed_image, csv)
+    yield Installed(cluster, image, pushed_image, bundle, job, csv)
 
 
 def registry_container(cluster: OlmCluster, pod: dict[str, Any]) -> dict[str, Any]:
@@ -225,3 +297,45 @@ async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> No
     assert not forbidden, "\n".join(forbidden)
     print(f"  checked: {installed.csv['metadata']['name']} Succeeded from the catalog image; "
           f"the operator ({identity.CONTAINER}) runs its image; the ESC is Ready")
+
+
+async def test_the_unpack_job_runs_the_bundle_image(installed: Installed,
+                                                    olm_images: tuple[str, str]) -> None:
+    cluster, bundle = installed.olm, installed.bundle_image
+    util, opm = olm_images
+    job = installed.unpack_job
+    template = job["spec"]["template"]["spec"]
+    assert [(c["name"], c["image"]) for c in template["initContainers"]] == \
+        [("util", util), ("pull", bundle)], template["initContainers"]
+    assert [(c["name"], c["image"]) for c in template["containers"]] == [("extract", opm)]
+    # Each of its containers ran with podman from its image, and exited 0: cpb from the util
+    # image, then the bundle image's own /manifests and /metadata, then opm's extract.
+    runner_log = (cluster.simulated.workdir / "pod-runner.log").read_text()
+    started = re.search(rf"pod {olm.NAMESPACE}/(\S+): started pull \(pid \d+, podman run "
+                        rf"{re.escape(bundle)}\)", runner_log)
+    assert started, f"no pull container run from {bundle}: {runner_log[-3000:]}"
+    pod = started.group(1)
+    for name, image in (("util", util), ("pull", bundle), ("extract", opm)):
+        assert f"pod {olm.NAMESPACE}/{pod}: started {name} (pid" in runner_log, name
+        assert re.search(rf"pod {olm.NAMESPACE}/{pod}: started {name} \(pid \d+, podman run "
+                         rf"{re.escape(image)}\)", runner_log), (name, image)
+        assert f"pod {olm.NAMESPACE}/{pod}: {name} exited with 0" in runner_log, name
+    # Pulled by the digest the catalog names, into the cluster's own store.
+    for image in (bundle, util, opm):
+        [pulled] = podman_json(cluster, "image", "inspect", image)
+        assert pulled["Digest"] == image.split("@", 1)[1], (image, pulled["Digest"])
+    # What extract wrote: the bundle's ConfigMap, from the image's files.
+    configmaps = (await cluster.kube.list(f"/api/v1/namespaces/{olm.NAMESPACE}/configmaps"))
+    written = [c for c in configmaps["items"]
+               if (c["metadata"].get("annotations") or {}).get(
+                   "operatorframework.io/bundle-unpack-ref") or
+               c["metadata"]["name"] == job["metadata"]["name"]]
+    assert written, [c["metadata"]["name"] for c in configmaps["items"]]
+    # The InstallPlan, made from those manifests, completed.
+    subscription = await cluster.kube.request("GET", SUBSCRIPTION)
+    ref = subscription["status"]["installPlanRef"]
+    plan = await cluster.kube.request("GET", f"{olm.OPERATORS}/v1alpha1/namespaces/"
+                                      f"{ref['namespace']}/installplans/{ref['name']}")
+    assert plan["status"]["phase"] == "Complete", plan["status"].get("conditions")
+    print(f"\n  checked: unpack pod {pod}: util ({util}), pull ({bundle}) and extract ({opm}) "
+          "ran with podman and exited 0; the InstallPlan completed")

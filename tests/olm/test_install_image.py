@@ -63,7 +63,7 @@ def registry(olm_workdir: Path) -> Iterator[Registry]:
 
 def push(registry: Registry, image: str, repository: str, tag: str) -> str:
     """Push the local `image` as REGISTRY/repository:tag; its reference by digest."""
-    digest_file = registry.storage.parent / f"{repository}.digest"
+    digest_file = registry.storage.parent / f"{repository.replace('/', '_')}.digest"
     subprocess.run([podman(), "push", "--quiet", "--tls-verify=false",
                     f"--digestfile={digest_file}", image,
                     f"{registry.address}/{repository}:{tag}"],
