@@ -350,6 +350,7 @@ async def _measure(session: Session, operator: OperatorProcess, run: int) -> Non
     applied = audit.since(mark)
     figures.add("install_requests", len(applied))
     figures.add("install_writes", Audit.count(applied, WRITE_VERBS))
+    Audit.show("install", applied)
     started = time.monotonic()
     await seconds_until(bench.ready, timeout=180)
     figures.add("install_available_s", figures.samples["install_s"][-1]

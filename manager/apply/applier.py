@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,9 +80,10 @@ class Applier:
             if self.cache.synced((ref.group, ref.kind)) and self.cache.get(ref) is None:
                 by_place.setdefault((ref.api_version, ref.kind, ref.namespace), []).append(ref)
         listed: dict[ObjectRef, JsonObject | None] = {}
-        for (api_version, kind, namespace), refs in by_place.items():
-            if len(refs) > 1:
-                listed.update(await self._names(api_version, kind, namespace, refs))
+        for names in await asyncio.gather(*(
+                self._names(api_version, kind, namespace, refs)
+                for (api_version, kind, namespace), refs in by_place.items() if len(refs) > 1)):
+            listed.update(names)
         return [await self.read(obj, listed) for obj in objects]
 
     async def _names(self, api_version: str, kind: str, namespace: str,
