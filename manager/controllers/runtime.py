@@ -63,6 +63,7 @@ from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
 from manager.logs import fields
+from manager.render import templates
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 from manager.uninstall import operand_namespace_of
 
@@ -215,6 +216,8 @@ class OperatorRuntime:
             async with self.passes_done:
                 self.last_pass = PassSummary(number, time.monotonic(), result, writes)
                 self.passes_done.notify_all()
+            if number == 1:  # off the event loop: watches and probes go on meanwhile
+                await asyncio.to_thread(templates.warm_up)
 
     async def _run_pass(self) -> PassReport | None:
         """One pass and the watches it asks for; any failure ends as a retried pass, never
