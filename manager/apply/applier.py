@@ -73,7 +73,8 @@ class Applier:
     async def read_all(self, objects: Sequence[JsonObject]) -> list[Observed]:
         """Each object as `read` would see it, with fewer requests: where the cache vouches
         for a kind, the names it does not hold (absent, or someone else's) are read with one
-        metadata LIST per kind and namespace rather than a GET each."""
+        metadata LIST per kind and namespace rather than a GET each. The reads go at once;
+        the first failure, in order, is raised."""
         by_place: dict[tuple[str, str, str], list[ObjectRef]] = {}
         for obj in objects:
             ref = ObjectRef.of(obj)
@@ -84,7 +85,7 @@ class Applier:
                 self._names(api_version, kind, namespace, refs)
                 for (api_version, kind, namespace), refs in by_place.items() if len(refs) > 1)):
             listed.update(names)
-        return [await self.read(obj, listed) for obj in objects]
+        return list(await asyncio.gather(*(self.read(obj, listed) for obj in objects)))
 
     async def _names(self, api_version: str, kind: str, namespace: str,
                      refs: list[ObjectRef]) -> dict[ObjectRef, JsonObject | None]:

@@ -135,7 +135,7 @@ def test_warming_up_compiles_every_template_of_every_component() -> None:
     components = {name.split("/")[0] for name in names}
     assert {"controller", "webhook", "cert-controller", "bitwarden"} <= components
     assert set(names) == {name for c in components for name in component_templates(c)}
-    compiled = {name for _, name in environment().cache.keys()}
+    compiled = {name for _, name in environment().cache}
     assert set(names) <= compiled
 
 
