@@ -30,7 +30,7 @@ JsonObject = dict[str, Any]
 REQUEST_TIMEOUT_SECONDS = 30.0
 # Each HTTP/1.1 request in flight holds a TLS connection of its own, and idle ones stay in
 # the pool: at most this many requests at once (watches aside, which hold one each).
-MAX_CONCURRENT_REQUESTS = 8
+MAX_CONCURRENT_REQUESTS = 16
 # asyncio gives every TLS connection a 256 KiB read buffer (sslproto.SSLProtocol.max_size),
 # resident for the connection's life; with a connection per watch that was about 6 MB of the
 # operator's 70 (docs/performance.md). 32 KiB still takes a watch event or an apply's answer
