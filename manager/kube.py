@@ -12,6 +12,7 @@ server's message.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +28,15 @@ from manager.credentials import Credentials, CredentialsError, load_credentials
 JsonObject = dict[str, Any]
 
 REQUEST_TIMEOUT_SECONDS = 30.0
+# Each HTTP/1.1 request in flight holds a TLS connection of its own, and idle ones stay in
+# the pool: at most this many requests at once (watches aside, which hold one each).
+MAX_CONCURRENT_REQUESTS = 16
+# asyncio gives every TLS connection a 256 KiB read buffer (sslproto.SSLProtocol.max_size),
+# resident for the connection's life; with a connection per watch that was about 6 MB of the
+# operator's 70 (docs/performance.md). 32 KiB still takes a watch event or an apply's answer
+# in one read; a large listing takes a few more.
+TLS_READ_BUFFER = 32 * 1024
+asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 # Metadata only: watches and existence checks never transfer Secret data or CRD schemas.
@@ -99,6 +109,7 @@ class Kube:
         self.credentials = credentials
         self.user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_REQUESTS)
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike[str] | None = None) -> Kube:
@@ -182,17 +193,19 @@ class Kube:
                     body: object, content_type: str, accept: str, timeout: float,
                     expected: frozenset[int]) -> bytes:
         """The raw body of a 2xx answer; any other answer or a broken connection raises
-        ApiError (counted by the error metric unless `expected`)."""
-        response = await self._send(method, path, query=query, body=body,
-                                    content_type=content_type, accept=accept,
-                                    timeout=aiohttp.ClientTimeout(total=timeout))
-        try:
-            async with response:
-                data = await response.read()
-        except (TimeoutError, aiohttp.ClientError, OSError) as error:
-            metrics.record_error(0)
-            raise ApiError(0, type(error).__name__, str(error) or "connection failed",
-                           method, path) from error
+        ApiError (counted by the error metric unless `expected`). At most
+        MAX_CONCURRENT_REQUESTS at once (watches aside)."""
+        async with self._slots:
+            response = await self._send(method, path, query=query, body=body,
+                                        content_type=content_type, accept=accept,
+                                        timeout=aiohttp.ClientTimeout(total=timeout))
+            try:
+                async with response:
+                    data = await response.read()
+            except (TimeoutError, aiohttp.ClientError, OSError) as error:
+                metrics.record_error(0)
+                raise ApiError(0, type(error).__name__, str(error) or "connection failed",
+                               method, path) from error
         if not 200 <= response.status <= 299:
             if response.status not in expected:
                 metrics.record_error(response.status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,17 +73,19 @@ class Applier:
     async def read_all(self, objects: Sequence[JsonObject]) -> list[Observed]:
         """Each object as `read` would see it, with fewer requests: where the cache vouches
         for a kind, the names it does not hold (absent, or someone else's) are read with one
-        metadata LIST per kind and namespace rather than a GET each."""
+        metadata LIST per kind and namespace rather than a GET each. The reads go at once;
+        the first failure, in order, is raised."""
         by_place: dict[tuple[str, str, str], list[ObjectRef]] = {}
         for obj in objects:
             ref = ObjectRef.of(obj)
             if self.cache.synced((ref.group, ref.kind)) and self.cache.get(ref) is None:
                 by_place.setdefault((ref.api_version, ref.kind, ref.namespace), []).append(ref)
         listed: dict[ObjectRef, JsonObject | None] = {}
-        for (api_version, kind, namespace), refs in by_place.items():
-            if len(refs) > 1:
-                listed.update(await self._names(api_version, kind, namespace, refs))
-        return [await self.read(obj, listed) for obj in objects]
+        for names in await asyncio.gather(*(
+                self._names(api_version, kind, namespace, refs)
+                for (api_version, kind, namespace), refs in by_place.items() if len(refs) > 1)):
+            listed.update(names)
+        return list(await asyncio.gather(*(self.read(obj, listed) for obj in objects)))
 
     async def _names(self, api_version: str, kind: str, namespace: str,
                      refs: list[ObjectRef]) -> dict[ObjectRef, JsonObject | None]:

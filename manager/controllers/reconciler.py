@@ -92,7 +92,7 @@ from manager.logs import brief
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.render import DesiredState, render_operand
 from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
-from manager.render.state import kind_rank, renderable_kinds
+from manager.render.state import apply_stage, renderable_kinds
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 from manager.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 
@@ -403,11 +403,14 @@ class Reconciler:
         """What the applied objects' live state says about the operand (readiness.py)."""
         parts = []
         serving = await self._serving_ca(config, applied)
+        waiting = {r.ref: r.live for r in applied
+                   if r.ref.kind == "Deployment" and _pods_may_explain(r.live or {})}
+        pods = dict(zip(waiting, await asyncio.gather(
+            *(self._pods_of(live or {}) for live in waiting.values())), strict=True))
         for result in applied:
             live = result.live or {}
             if result.ref.kind == "Deployment":
-                pods = await self._pods_of(live) if _pods_may_explain(live) else []
-                parts.append(readiness.deployment_readiness(live, pods))
+                parts.append(readiness.deployment_readiness(live, pods.get(result.ref, [])))
             elif result.ref.kind == "ValidatingWebhookConfiguration":
                 parts.append(readiness.webhook_readiness(live, _ca_bundle_source(config),
                                                          serving, time.time()))
@@ -472,11 +475,11 @@ class Reconciler:
 
     async def _write(self, objects: Sequence[Observed],
                      writes: list[ObjectResult]) -> list[ObjectResult]:
-        """Apply kind after kind in apply order, the objects of one kind at once (they do
-        not depend on each other). A failure ends the pass once its kind is done; the first
-        one, in order, is raised."""
+        """Apply stage after stage (render.state.APPLY_STAGES), the objects of one stage at
+        once (they do not refer to each other). A failure ends the pass once its stage is
+        done; the first one, in order, is raised."""
         results: list[ObjectResult] = []
-        for _, group in itertools.groupby(objects, key=lambda o: kind_rank(o.ref.kind)):
+        for _, group in itertools.groupby(objects, key=lambda o: apply_stage(o.ref.kind)):
             outcomes = await asyncio.gather(*(self.applier.write(o) for o in group),
                                             return_exceptions=True)
             done = [outcome for outcome in outcomes if isinstance(outcome, ObjectResult)]
@@ -647,10 +650,11 @@ def _operand_outcome(config: EffectiveConfig, operand: readiness.Readiness,
 
 
 def _operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:
-    """With injector annotations on, newly installed operand CRDs get annotated at once."""
+    """With injector annotations on, newly installed operand CRDs get annotated at once (the
+    upgrade gate's watch of them, when it is on: one watch for both)."""
     if not config.cert_manager.add_injector_annotations:
         return set()
-    return {WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAND_CRD_LABEL)}
+    return {OPERAND_CRD_CHANGES}
 
 
 def _first_message(error: ValidationError) -> str:

@@ -48,6 +48,7 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.controllers.backoff import RETRY_REASON, Backoff
+from manager.controllers.crd_annotator import OPERAND_CRD_GROUPS, OPERAND_CRD_LABEL
 from manager.controllers.events import EventRecorder
 from manager.controllers.facts import TLS_PROFILE_WATCHES
 from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
@@ -62,6 +63,7 @@ from manager.controllers.status import OutcomeKind
 from manager.controllers.watches import Watcher, WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
 from manager.logs import fields
+from manager.render import templates
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 from manager.uninstall import operand_namespace_of
 
@@ -83,6 +85,19 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
+
+
+def crd_watch_groups(spec: WatchSpec) -> frozenset[str] | None:
+    """The API groups whose discovery a change seen by a CRD watch may alter: the group of
+    the CRD it names (`<plural>.<group>`), the operand's for the operand CRDs' label; None
+    when it cannot tell. Forgetting only those keeps the watches' first listings at
+    start-up from sending discovery's requests twice."""
+    by_name = "metadata.name="
+    if spec.field_selector and spec.field_selector.startswith(by_name):
+        return frozenset({spec.field_selector.removeprefix(by_name).partition(".")[2]})
+    if spec.label_selector == OPERAND_CRD_LABEL:
+        return OPERAND_CRD_GROUPS
+    return None
 STANDING_WATCHES = (OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
                     | TLS_PROFILE_WATCHES)
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
@@ -167,7 +182,11 @@ class OperatorRuntime:
 
     def _child_changed(self, spec: WatchSpec, reason: str) -> None:
         if spec.kind == CRD_KIND:  # an API may have come or gone: look it up again
-            self.discovery.invalidate()
+            groups = crd_watch_groups(spec)
+            if groups is None:
+                self.discovery.invalidate()
+            else:
+                self.discovery.invalidate_groups(groups)
             self.watcher.rediscover()
         self.queue.request(reason)
 
@@ -197,6 +216,8 @@ class OperatorRuntime:
             async with self.passes_done:
                 self.last_pass = PassSummary(number, time.monotonic(), result, writes)
                 self.passes_done.notify_all()
+            if number == 1:  # off the event loop: watches and probes go on meanwhile
+                await asyncio.to_thread(templates.warm_up)
 
     async def _run_pass(self) -> PassReport | None:
         """One pass and the watches it asks for; any failure ends as a retried pass, never

@@ -8,25 +8,22 @@ from typing import Any, Final
 
 from manager.render.templates import template_kinds
 
-# Apply order by kind: what an object refers to exists before it.
-APPLY_ORDER: Final = (
-    "Namespace",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "Secret",
-    "ConfigMap",
-    "Certificate",
-    "Service",
-    "Deployment",
-    "PodDisruptionBudget",
-    "NetworkPolicy",
-    "ValidatingWebhookConfiguration",
-    "ServiceMonitor",
-    "PrometheusRule",
+# Apply stages by kind: a stage refers only to earlier ones (namespaced objects need their
+# Namespace; a binding needs its role, or the API server refuses it as an escalation; a pod
+# needs its ServiceAccount, RBAC, Secrets, ConfigMaps and egress policies; the webhook
+# configuration needs the webhook's Service and Deployment). The kinds of one stage do not
+# refer to each other, so a pass applies a whole stage at once: five round trips, not one
+# per kind.
+APPLY_STAGES: Final = (
+    ("Namespace",),
+    ("ServiceAccount", "ClusterRole", "Role", "Secret", "ConfigMap", "Certificate", "Service",
+     "PodDisruptionBudget", "NetworkPolicy"),
+    ("ClusterRoleBinding", "RoleBinding"),
+    ("Deployment",),
+    ("ValidatingWebhookConfiguration", "ServiceMonitor", "PrometheusRule"),
 )
+APPLY_ORDER: Final = tuple(kind for stage in APPLY_STAGES for kind in stage)
+"""The kinds in apply order; deletion (pruning, uninstalling) goes in reverse."""
 CLUSTER_SCOPED_KINDS: Final = frozenset(
     {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
 )
@@ -36,6 +33,12 @@ def kind_rank(kind: str) -> int:
     """Position of a kind in APPLY_ORDER (unknown kinds go last). Deletion (pruning and
     uninstalling) uses the reverse: dependents first, RBAC and the Namespace last."""
     return APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+
+
+def apply_stage(kind: str) -> int:
+    """The stage of a kind in APPLY_STAGES (unknown kinds last, after every stage)."""
+    return next((n for n, stage in enumerate(APPLY_STAGES) if kind in stage),
+                len(APPLY_STAGES))
 
 
 def apply_rank(obj: Mapping[str, Any]) -> int:

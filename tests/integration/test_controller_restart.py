@@ -4,7 +4,10 @@ operand running."""
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 from manager.controllers.runtime import STANDING_WATCHES
 from manager.controllers.status import ESC_DELETED_SUMMARY
@@ -59,8 +62,30 @@ async def test_restart_over_an_installed_stack_writes_nothing(
                for url in reads), reads
     assert len(runtime.watcher.specs) >= 13
     assert second.log.writes() == [], json.dumps(second.log.writes(), indent=1)
+    assert_discovery_asked_once(second.log.requests)
     assert await snapshot(kube) == before
     await user_objects.assert_untouched(kube)
+
+
+BUILT_IN_GROUP_VERSION = re.compile(
+    r"/api/v1|/apis/(apps|rbac\.authorization\.k8s\.io|apiextensions\.k8s\.io|"
+    r"admissionregistration\.k8s\.io|networking\.k8s\.io|policy|coordination\.k8s\.io)/v1")
+# kopf scans these once at start-up, with its own client, for its own watches (Namespaces,
+# CRDs, webhook configurations), which the operator switches off (controllers/handlers.py).
+KOPF_SCANS = {"/api/v1", "/apis/apiextensions.k8s.io/v1",
+              "/apis/admissionregistration.k8s.io/v1"}
+
+
+def assert_discovery_asked_once(requests: list[tuple[str, str]]) -> None:
+    """A built-in API group's discovery document is fetched once: the watches and the first
+    pass ask for it at once and share the answer, and no CRD's first listing makes the
+    operator forget it (a CRD speaks only for its own group). CRD-served groups may be asked
+    again: a kind that is not served yet is rechecked."""
+    paths = Counter(urlsplit(url).path for method, url in requests if method == "GET")
+    ours = {path: count - (path in KOPF_SCANS) for path, count in paths.items()
+            if BUILT_IN_GROUP_VERSION.fullmatch(path)}
+    assert len(ours) >= 5, paths
+    assert set(ours.values()) == {1}, ours
 
 
 async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,

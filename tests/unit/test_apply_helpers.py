@@ -21,7 +21,7 @@ from manager.apply.results import (
 )
 from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.kube import ApiError, JsonObject
-from manager.render.state import APPLY_ORDER, kind_rank, renderable_kinds
+from manager.render.state import APPLY_ORDER, APPLY_STAGES, apply_stage, kind_rank, renderable_kinds
 
 # --- ObjectRef ------------------------------------------------------------------------------
 
@@ -144,6 +144,33 @@ def test_every_kind_the_renderer_produces_has_its_place_in_the_one_order() -> No
 def test_dependents_are_deleted_before_what_they_depend_on(first: str, then: str) -> None:
     """Deletion (pruning, uninstall) is the apply order reversed."""
     assert kind_rank(first) > kind_rank(then)
+
+
+@pytest.mark.parametrize(("later", "earlier"), [
+    ("ServiceAccount", "Namespace"),  # and so every namespaced kind
+    ("ClusterRoleBinding", "ClusterRole"),  # the API server refuses a binding to a missing role
+    ("RoleBinding", "Role"),
+    ("Deployment", "ServiceAccount"),  # a pod starts with its account, permissions, mounts
+    ("Deployment", "RoleBinding"),
+    ("Deployment", "ClusterRoleBinding"),
+    ("Deployment", "Secret"),
+    ("Deployment", "ConfigMap"),
+    ("Deployment", "Certificate"),
+    ("Deployment", "NetworkPolicy"),  # and under its egress policies
+    ("ValidatingWebhookConfiguration", "Service"),  # the API server calls a webhook that runs
+    ("ValidatingWebhookConfiguration", "Deployment"),
+])
+def test_a_kind_is_applied_in_a_later_stage_than_what_it_refers_to(later: str,
+                                                                  earlier: str) -> None:
+    assert apply_stage(later) > apply_stage(earlier)
+
+
+def test_the_stages_hold_every_kind_once_in_the_one_order() -> None:
+    kinds = [kind for stage in APPLY_STAGES for kind in stage]
+    assert tuple(kinds) == APPLY_ORDER
+    assert len(set(kinds)) == len(kinds)
+    assert {kind for _, kind in renderable_kinds()} <= set(kinds)
+    assert apply_stage("SomethingNew") == len(APPLY_STAGES)
 
 
 # --- ownership --------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from manager.render.templates import (
     environment,
     render_template,
     template_kinds,
+    warm_up,
 )
 
 CERT_MANAGER = CertManagerSettings(enabled=True, issuer_name="ca", issuer_kind="ClusterIssuer")
@@ -126,6 +127,16 @@ def test_kinds_lists_every_kind_a_template_can_produce_even_when_not_rendered() 
     assert set(kinds) == template_kinds()
     assert [kind for _, kind in kinds] == [kind for kind in APPLY_ORDER
                                            if kind in {k for _, k in kinds}]
+
+
+def test_warming_up_compiles_every_template_of_every_component() -> None:
+    """What the runtime does after its first pass, so that the install's pass does not."""
+    names = warm_up()
+    components = {name.split("/")[0] for name in names}
+    assert {"controller", "webhook", "cert-controller", "bitwarden"} <= components
+    assert set(names) == {name for c in components for name in component_templates(c)}
+    compiled = {name for _, name in environment().cache}
+    assert set(names) <= compiled
 
 
 def test_the_standard_labels_name_the_component_and_its_version() -> None:
