@@ -19,8 +19,6 @@ ESC Degraded when its grace runs out, through the one recheck the pass asked for
 from __future__ import annotations
 
 import asyncio
-import base64
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from devcluster import images as image_map
 from manager.controllers import readiness
 from manager.controllers.watches import UNRESOLVED_RECHECK_MAX
 from manager.kube import Kube
+from tests.certificates import self_signed_ca
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     MANAGED,
@@ -210,16 +209,6 @@ async def test_a_change_seen_only_on_a_pod_wakes_the_operator(
     print(f"passes: {reasons}")
 
 
-def ca_certificate(directory: Path, name: str) -> str:
-    """A self-signed CA certificate, base64 as a Secret's ca.crt and a caBundle carry it."""
-    key, cert = directory / f"{name}.key", directory / f"{name}.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={name}",
-                    "-days", "1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return base64.b64encode(cert.read_bytes()).decode()
-
-
 async def test_a_stale_ca_bundle_turns_degraded_when_its_grace_runs_out(
         *, cluster: Cluster, kube: Kube, start_operator: StartOperator, esc: EscHandle,
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -240,9 +229,9 @@ async def test_a_stale_ca_bundle_turns_degraded_when_its_grace_runs_out(
     await operator.wait_idle(quiet=3.0)
 
     secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/external-secrets-webhook"
-    await kube.merge_patch(secret, {"data": {"ca.crt": ca_certificate(tmp_path, "served")}},
+    await kube.merge_patch(secret, {"data": {"ca.crt": self_signed_ca(tmp_path, "served")}},
                            field_manager="integration-tests")
-    planted = ca_certificate(tmp_path, "planted")
+    planted = self_signed_ca(tmp_path, "planted")
     names = []
     for item in (await kube.list(WEBHOOKS, label_selector=MANAGED)).get("items") or []:
         names.append(item["metadata"]["name"])

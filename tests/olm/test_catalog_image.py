@@ -49,13 +49,16 @@ from manager.paths import REPO_ROOT
 from tests.images.test_operator_image import podman
 from tests.olm.conftest import SUBSCRIPTION, OlmCluster, started_cluster
 from tests.olm.test_install_image import (
+    assert_own_root,
+    assert_restricted,
     operator_container,
+    operator_running,
     podman_json,
     push,
     pushed_image,  # noqa: F401 (a fixture)
     registry,  # noqa: F401 (a fixture)
+    running_container,
 )
-from tests.upgrade.test_upgrade import ESM_PATH
 from tests.waiting import eventually
 
 HACK = REPO_ROOT / "hack"
@@ -216,24 +219,14 @@ async def installed(registry: Registry, pushed_image: str, opm_base: str,  # noq
     job = await eventually(lambda: unpacked(cluster, bundle), 180, interval=0.5,
                            what="the unpack Job of the bundle image Complete")
     cluster.mark("bundle unpacked from its image (util, pull, extract with podman)")
-    csv = await cluster.succeeded(release)
-    cluster.mark(f"CSV {release.name} Succeeded")
-    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
-                     what="the operator to create the ESM")
-    cluster.mark("ExternalSecretsManager created by the operator")
-    await cluster.configure()
+    csv = await operator_running(cluster, release)
     yield Installed(cluster, image, pushed_image, bundle, job, csv)
 
 
 def registry_container(cluster: OlmCluster, pod: dict[str, Any]) -> dict[str, Any]:
     """`podman inspect` of the registry pod's one container."""
-    prefix = f"k8s_registry-server_{pod['metadata']['name']}_{olm.NAMESPACE}_"
-    names = [c["Names"][0] for c in podman_json(cluster, "ps", "--format=json")
-             if c["Names"][0].startswith(prefix)]
-    assert len(names) == 1, names
-    [inspected] = podman_json(cluster, "container", "inspect", names[0])
-    result: dict[str, Any] = inspected
-    return result
+    return running_container(
+        cluster, f"k8s_registry-server_{pod['metadata']['name']}_{olm.NAMESPACE}_")
 
 
 async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> None:
@@ -260,8 +253,7 @@ async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> No
     opm_bin = olm.binaries()[1] / "opm"
     inside = Path(f"/proc/{pid}/root/bin/opm").read_bytes()
     assert hashlib.sha256(inside).digest() == hashlib.sha256(opm_bin.read_bytes()).digest()
-    root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
-    assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+    assert_own_root(pid)
     # Its probes ran in the container: grpc_health_probe, from the image, answered.
     runner_log = (cluster.simulated.workdir / "pod-runner.log").read_text()
     passed = (f"pod {olm.NAMESPACE}/{pod['metadata']['name']}: registry-server passed its "
@@ -271,11 +263,7 @@ async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> No
           "opm serving /configs in the image's root; its exec probes passed in it")
 
     # The restricted securityContext OLM gave the pod, as podman applies it.
-    status = Path(f"/proc/{pid}/status").read_text()
-    assert re.search(rf"^Uid:\s+{CATALOG_USER}\s", status, re.M), status
-    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
-    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
-    assert re.search(r"^Seccomp:\s+2$", status, re.M), status
+    assert_restricted(pid, CATALOG_USER)
 
     # OLM reached it by the Service's name and ClusterIP (services.py).
     service = await cluster.kube.request(

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from devcluster import containers, controlplane
+from devcluster import catalog, containers, controlplane
 from devcluster.registry import Registry
 from manager import __version__
 from manager.olm import identity
@@ -93,12 +93,7 @@ async def installed(pushed_image: str, olm_cluster: OlmCluster) -> AsyncIterator
     assert release.operator_images == [pushed_image], release.operator_images
     cluster.mark("catalog served (its bundle names the image by digest)")
     await cluster.subscribe(release)
-    csv = await cluster.succeeded(release)
-    cluster.mark(f"CSV {release.name} Succeeded")
-    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
-                     what="the operator to create the ESM")
-    cluster.mark("ExternalSecretsManager created by the operator")
-    await cluster.configure()
+    csv = await operator_running(cluster, release)
     yield Installed(cluster, pushed_image, csv)
 
 
@@ -109,15 +104,48 @@ def podman_json(cluster: OlmCluster, *args: str) -> Any:
     return json.loads(found.stdout)
 
 
-def operator_container(cluster: OlmCluster) -> dict[str, Any]:
-    """`podman inspect` of the one container running the operator."""
+async def operator_running(cluster: OlmCluster, release: catalog.Release) -> dict[str, Any]:
+    """Once subscribed: the CSV Succeeded, the operator created its ESM, and the cluster is
+    configured for the operand; the CSV."""
+    csv: dict[str, Any] = await cluster.succeeded(release)
+    cluster.mark(f"CSV {release.name} Succeeded")
+    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
+                     what="the operator to create the ESM")
+    cluster.mark("ExternalSecretsManager created by the operator")
+    await cluster.configure()
+    return csv
+
+
+def assert_own_root(pid: int) -> None:
+    """The process sees its image's files: another root than the host's."""
+    root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
+    assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+
+
+def assert_restricted(pid: int, uid: int | str) -> None:
+    """A restricted pod's securityContext as the runtime applied it: the user, no
+    capabilities, no new privileges, a seccomp filter (podman's default profile)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert re.search(rf"^Uid:\s+{uid}\s", status, re.M), status
+    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
+    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
+    assert re.search(r"^Seccomp:\s+2$", status, re.M), status
+
+
+def running_container(cluster: OlmCluster, prefix: str) -> dict[str, Any]:
+    """`podman inspect` of the one running container whose name starts with `prefix` (the
+    runner names them `k8s_<container>_<pod>_<namespace>_...`, as a kubelet does)."""
     listed = podman_json(cluster, "ps", "--format=json")
-    names = [c["Names"][0] for c in listed if c["Names"][0].startswith(
-        f"k8s_{identity.CONTAINER}_")]
+    names = [c["Names"][0] for c in listed if c["Names"][0].startswith(prefix)]
     assert len(names) == 1, [c["Names"] for c in listed]
     [inspected] = podman_json(cluster, "container", "inspect", names[0])
     result: dict[str, Any] = inspected
     return result
+
+
+def operator_container(cluster: OlmCluster) -> dict[str, Any]:
+    """`podman inspect` of the one container running the operator."""
+    return running_container(cluster, f"k8s_{identity.CONTAINER}_")
 
 
 async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed) -> None:
@@ -142,18 +170,13 @@ async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed
     assert process.argv[:4] == ("/opt/operator/bin/python", "-m", "manager", "run"), process.argv
     assert process.env["OPERATOR_CONDITION_NAME"] == installed.csv["metadata"]["name"]
     # Its files are the image's: another root than the host's, holding the image's venv.
-    root, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
-    assert (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino)
+    assert_own_root(pid)
     assert Path(f"/proc/{pid}/root/opt/operator/bin/python").exists()
     print(f"  checked: pod {pod['metadata']['name']} runs {image} (pid {pid}), pulled by digest "
           "into the cluster's own store, in its own root")
 
     # The pod's securityContext, as a kubelet's runtime applies it.
-    status = Path(f"/proc/{pid}/status").read_text()
-    assert re.search(rf"^Uid:\s+{IMAGE_USER}\s", status, re.M), status
-    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
-    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
-    assert re.search(r"^Seccomp:\s+2$", status, re.M), status  # podman's default profile
+    assert_restricted(pid, IMAGE_USER)
     assert container["HostConfig"]["ReadonlyRootfs"] is True
     assert root_is_read_only(pid)
     touched = subprocess.run([*containers.podman(cluster.simulated.workdir), "exec",

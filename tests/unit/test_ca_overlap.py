@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -12,24 +10,15 @@ from manager.config import CertManagerSettings
 from manager.controllers import ca_overlap
 from manager.controllers.readiness import certificates
 from manager.render.context import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
+from tests.certificates import self_signed_ca
 
 NEW_SECRET = WEBHOOK_SECRET_CERT_MANAGER
-
-
-def make_ca(directory: Path, name: str) -> str:
-    """A self-signed CA certificate, base64 as a caBundle carries it."""
-    key, cert = directory / f"{name}.key", directory / f"{name}.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={name}",
-                    "-days", "1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return base64.b64encode(cert.read_bytes()).decode()
 
 
 @pytest.fixture(scope="module")
 def cas(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     directory = tmp_path_factory.mktemp("cas")
-    return {name: make_ca(directory, name) for name in ("old", "new", "other")}
+    return {name: self_signed_ca(directory, name) for name in ("old", "new", "other")}
 
 
 def deployment(secret: str, *, rolled_out: bool = True) -> dict[str, object]:
