@@ -65,10 +65,9 @@ class EventRecorder:
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
         self._series: dict[tuple[str, ...], _Series] = {}
 
-    async def post(self, regarding: JsonObject, event: EventSpec, kind: str = ESC_KIND,
-                   ) -> None:
-        """Post `event` about the ESC `regarding` (or the ESM, with its `kind`)."""
-        metadata = regarding.get("metadata", {})
+    async def post(self, esc: JsonObject, event: EventSpec, kind: str = ESC_KIND) -> None:
+        """Post `event` about `esc` (or about the ExternalSecretsManager, with its `kind`)."""
+        metadata = esc.get("metadata", {})
         uid = str(metadata.get("uid", ""))
         note = _bounded(event.note)
         key = (uid, event.type, event.reason, event.action, note)

@@ -19,7 +19,7 @@ from functools import partial
 from manager.apply import ObjectRef
 from manager.apply.discovery import Discovery
 from manager.config import ESC_APP, EffectiveConfig, TrustedCA
-from manager.controllers.crd_annotator import OPERAND_CRD_GROUPS, OPERAND_CRD_LABEL
+from manager.controllers.crd_annotator import OPERAND_CRD_LABEL
 from manager.controllers.watches import WatchSpec
 from manager.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
 from manager.render.context import (
@@ -289,21 +289,6 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
     return specs
 
 
-BY_NAME = "metadata.name="
-
-
 def crd_watch(name: str) -> WatchSpec:
-    return WatchSpec(CRD_API_VERSION, CRD_KIND, field_selector=f"{BY_NAME}{name}",
+    return WatchSpec(CRD_API_VERSION, CRD_KIND, field_selector=f"metadata.name={name}",
                      any_change=True)
-
-
-def crd_watch_groups(spec: WatchSpec) -> frozenset[str] | None:
-    """The API groups whose discovery a change seen by a CRD watch may alter: the group of
-    the CRD it names (`<plural>.<group>`), the operand's for the operand CRDs' label; None
-    when it cannot tell. Forgetting only those keeps the watches' first listings at
-    start-up from sending discovery's requests twice."""
-    if spec.field_selector and spec.field_selector.startswith(BY_NAME):
-        return frozenset({spec.field_selector.removeprefix(BY_NAME).partition(".")[2]})
-    if spec.label_selector == OPERAND_CRD_LABEL:
-        return OPERAND_CRD_GROUPS
-    return None

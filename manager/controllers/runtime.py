@@ -48,9 +48,10 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.controllers.backoff import RETRY_REASON, Backoff
+from manager.controllers.crd_annotator import OPERAND_CRD_GROUPS, OPERAND_CRD_LABEL
 from manager.controllers.events import EventRecorder
 from manager.controllers.facts import TLS_PROFILE_WATCHES
-from manager.controllers.preflight import CRD_KIND, crd_watch, crd_watch_groups
+from manager.controllers.preflight import CRD_API_VERSION, CRD_KIND
 from manager.controllers.queue import ReconcileQueue
 from manager.controllers.reconciler import (
     CHILD_CRD_WATCHES,
@@ -77,11 +78,26 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
     by_name = f"metadata.name={SINGLETON_NAME}"
     specs = {WatchSpec(API_VERSION, kind, field_selector=by_name, whole=True, cached=True)
              for kind in (ESC_KIND, ESM_KIND)}
-    specs.update(crd_watch(f"{plural}.{GROUP}") for plural in (ESC_PLURAL, ESM_PLURAL))
+    specs.update(WatchSpec(CRD_API_VERSION, CRD_KIND, any_change=True,
+                           field_selector=f"metadata.name={plural}.{GROUP}")
+                 for plural in (ESC_PLURAL, ESM_PLURAL))
     return frozenset(specs)
 
 
 OWN_RESOURCE_WATCHES = _own_resource_watches()
+
+
+def crd_watch_groups(spec: WatchSpec) -> frozenset[str] | None:
+    """The API groups whose discovery a change seen by a CRD watch may alter: the group of
+    the CRD it names (`<plural>.<group>`), the operand's for the operand CRDs' label; None
+    when it cannot tell. Forgetting only those keeps the watches' first listings at
+    start-up from sending discovery's requests twice."""
+    by_name = "metadata.name="
+    if spec.field_selector and spec.field_selector.startswith(by_name):
+        return frozenset({spec.field_selector.removeprefix(by_name).partition(".")[2]})
+    if spec.label_selector == OPERAND_CRD_LABEL:
+        return OPERAND_CRD_GROUPS
+    return None
 STANDING_WATCHES = (OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
                     | TLS_PROFILE_WATCHES)
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
