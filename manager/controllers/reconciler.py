@@ -426,14 +426,17 @@ class Reconciler:
         `ca.crt` and its write times are kept: the private key goes with the response."""
         name = webhook_secret(config.cert_manager)
         path = f"/api/v1/namespaces/{config.namespace}/secrets/{name}"
-        secret = next((r.live for r in applied if r.ref.kind == "Secret"
-                       and r.ref.name == name), None)
+        result = next((r for r in applied if r.ref.kind == "Secret" and r.ref.name == name),
+                      None)
+        secret = result.live if result else None
         if secret is None and config.cert_manager.enabled:
             secret = await self.kube.get(path, accept=PARTIAL_METADATA)
         if secret is None:
             return None
         seen = (path, secret["metadata"].get("resourceVersion"))
-        if "data" not in secret:
+        # A Secret written in this pass is whole (the apply's response): without data it
+        # holds none yet. One from the cache or a metadata GET is read whole if it moved.
+        if "data" not in secret and not (result and result.wrote):
             if self._serving_ca_seen is not None and self._serving_ca_seen[0] == seen:
                 return self._serving_ca_seen[1]
             secret = await self.kube.get(path)

@@ -111,9 +111,21 @@ class RequestLog:
     requests: list[tuple[str, str]] = field(default_factory=list)
     fault: Callable[[str, str], bool] | None = None
     records: list[logging.LogRecord] = field(default_factory=list)
+    passes_ended: int = 0
+    passes_before: list[int] = field(default_factory=list)
+    """For each request, how many passes had ended (logged their line) when it was sent."""
 
     def writes(self) -> list[tuple[str, str]]:
         return [(m, u) for m, u in self.requests if m in WRITE_METHODS]
+
+    def forget_requests(self) -> None:
+        self.requests.clear()
+        self.passes_before.clear()
+
+    def requests_of_pass(self, number: int) -> list[tuple[str, str]]:
+        """The requests sent while pass `number` ran (and the watches' at the same time)."""
+        return [request for request, ended in zip(self.requests, self.passes_before, strict=True)
+                if ended == number - 1]
 
     def pass_reasons(self) -> dict[int, str]:
         """Pass number -> the reasons it ran for, as its log line gives them."""
@@ -141,6 +153,7 @@ async def _recording_request(self: aiohttp.ClientSession, method: str, url: Any,
     if log is not None:
         text = str(url)
         log.requests.append((method.upper(), text))
+        log.passes_before.append(log.passes_ended)
         if log.fault is not None and log.fault(method.upper(), text):
             raise aiohttp.ClientConnectionError(f"injected by the test: {method} {text}")
     return await _ORIGINAL_REQUEST(self, method, url, *args, **kwargs)
@@ -153,6 +166,7 @@ class _RecordingHandler(logging.Handler):
         log = _LOGS.get(record.thread or 0)
         if log is not None:
             log.records.append(record)
+            log.passes_ended += bool(PASS_LINE.match(record.getMessage()))
 
 
 @pytest.fixture(scope="session", autouse=True)

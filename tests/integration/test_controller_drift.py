@@ -114,7 +114,7 @@ async def test_foreign_labels_and_status_churn_cause_no_writes(
     and nothing is written either."""
     caplog.set_level(logging.INFO, logger="manager.controllers.runtime")
     await installed.wait_idle()
-    installed.log.requests.clear()
+    installed.log.forget_requests()
     before = installed.passes
     await kube.request("PATCH", DEPLOYMENT, content_type="application/merge-patch+json",
                        body={"metadata": {"labels": {"owner": "someone-else"}}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
@@ -62,7 +63,7 @@ async def install(start_operator: StartOperator, esc: EscHandle, spec: dict[str,
 async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operator: StartOperator,
                                        user_objects: UserObjects) -> None:
     namespace = SCENARIO_NAMESPACES["install"]
-    await install(start_operator, esc, {})
+    operator = await install(start_operator, esc, {})
 
     expected = expected_objects({})
     assert {k for k in expected if k[0] == "Deployment"} == {
@@ -110,7 +111,21 @@ async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operato
                               "installed")]
 
     await user_objects.assert_untouched(kube)
+    assert_nothing_read_back(operator)
 
+
+def assert_nothing_read_back(operator: OperatorThread) -> None:
+    """No pass reads an object it has just applied: the apply's response is the whole object
+    (a Secret applied without data, the webhook's before its certificate, holds none)."""
+    passes = operator.log.pass_reasons()
+    assert passes, "no pass ended"
+    for number in passes:
+        applied: set[str] = set()
+        for method, url in operator.log.requests_of_pass(number):
+            path = urlsplit(url).path
+            if method == "PATCH":
+                applied.add(path)
+            assert not (method == "GET" and path in applied), f"pass {number} read back {path}"
 
 async def test_esm_is_created_at_start_up_when_missing(kube: Kube, operator_crds: None,
                                                        start_operator: StartOperator) -> None:

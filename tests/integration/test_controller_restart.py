@@ -97,7 +97,7 @@ async def test_deleting_the_esc_leaves_the_operand(kube: Kube, esc: EscHandle,
     await operator.wait_idle()
     before = {key: obj["metadata"]["uid"]
               for key, obj in (await managed_objects(kube, NAMESPACE)).items()}
-    operator.log.requests.clear()
+    operator.log.forget_requests()
 
     await kube.delete(f"{ESC_API}/cluster")
 
