@@ -90,7 +90,7 @@ async def operator_runs(cluster: OlmCluster, image: str, version: str) -> None:
         assert container["ImageName"] == image, container["ImageName"]
         return container
 
-    container = await eventually(check, 120, interval=0.5, what=f"the operator to run {image}")
+    container = await eventually(check, 30, interval=0.5, what=f"the operator to run {image}")
     [pulled] = podman_json(cluster, "image", "inspect", image)
     assert pulled["Digest"] == image.split("@", 1)[1], pulled["Digest"]
     assert container["Image"] == pulled["Id"]
