@@ -42,7 +42,7 @@ from devcluster import catalog
 from manager import __version__, versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.disruption.figures import admissions_refused, measure
+from tests.disruption.figures import admissions_refused, measure, wait_whole
 from tests.olm.conftest import (
     CSVS,
     ESC_SPEC,
@@ -129,6 +129,8 @@ async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, 
     tag, previous_source = previous_release
     kube = cluster.kube
     current = upgrade.releases[-1]
+    # v0.1.0 reports Ready before the webhook's pod is: the samplers start on a whole stack.
+    await wait_whole(cluster.watched())
     sampler = synced_sampler(kube, ESC_SPEC["controllerConfig"]["namespace"])
     await sampler.start()
     try:
