@@ -36,6 +36,7 @@ help:
 	@echo "make bench         measure speed and footprint (bench/results, docs/performance.md)"
 	@echo "make bench-disruption  the disruption figures (bench/results/disruption.json, docs/resilience.md)"
 	@echo "make image         build the operator image (podman or docker; BASE_IMAGE=local or a base)"
+	@echo "make previous-image  build the previous release's operator image (hack/upgrade-test.sh image)"
 	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
 	@echo "make push-images   operator, bundle and catalog images, by digest, to a loopback registry"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
@@ -68,11 +69,12 @@ prereqs: prereqs-cluster
 	bash hack/build-tool.sh grpc-health-probe >/dev/null
 	bash hack/upgrade-test.sh venv >/dev/null
 
-# The operator image for tests/images, built (outside the network namespace: the wheels and
-# the base need the package indexes) wherever podman is installed; elsewhere those tests skip.
+# The operator image for tests/images, and the previous release's for
+# tests/olm/test_upgrade_image.py, built (outside the network namespace: the wheels and the
+# base need the package indexes) wherever podman is installed; elsewhere those tests skip.
 test: venv prereqs
-	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image CONTAINER_TOOL=podman; \
-	else echo "podman is not installed: tests/images will skip"; fi
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
+	  CONTAINER_TOOL=podman; else echo "podman is not installed: tests/images will skip"; fi
 	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The image smoke test alone (tests/images): `make image`, then the image run as the
@@ -139,6 +141,13 @@ image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
 	IMG=$(IMG) BASE_IMAGE=$(BASE_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/build-image.sh
 
+# The previous release's operator image (hack/upgrade-test.sh image: this tree's recipe on its
+# source, built once per commit and recipe), for tests/olm/test_upgrade_image.py.
+.PHONY: previous-image
+previous-image:
+	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make previous-image needs podman or docker"; exit 1; }
+	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/upgrade-test.sh image
+
 # The operator, bundle and catalog images pushed by digest to a registry on loopback, in a
 # network namespace of their own (hack/publish-images.sh; the registry's storage stays in
 # ~/.cache/eso-operator/registry); prints the three references.
@@ -188,9 +197,11 @@ bench-disruption: venv prereqs
 	$(PY) -m tests.disruption.figures $(DISRUPTION_RESULTS)
 
 # OLM installs, upgrades and removes the operator (tests/olm, docs/olm.md); part of `make test`.
-# The operator image first: test_install_image.py installs it from a loopback registry.
+# The operator images first: test_install_image.py installs the current one from a loopback
+# registry, test_upgrade_image.py the previous release's, then upgrades to the current one.
 .PHONY: test-olm
 test-olm: venv prereqs
-	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image CONTAINER_TOOL=podman; \
-	else echo "podman is not installed: tests/olm/test_install_image.py will skip"; fi
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
+	  CONTAINER_TOOL=podman; \
+	else echo "podman is not installed: the image tests of tests/olm will skip"; fi
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/olm $(PYTEST_ARGS)

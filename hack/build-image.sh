@@ -8,16 +8,23 @@
 #   BASE_IMAGE=ref     any other base, e.g. the Dockerfile's production default
 #                      registry.access.redhat.com/ubi9/python-311 (pulled by the tool)
 #   CONTAINER_TOOL     podman or docker (default: whichever is installed, podman first)
+#   SOURCE=dir         the source tree whose package the image holds (default: this one), e.g.
+#                      an earlier release's (hack/upgrade-test.sh image): this tree's recipe
+#                      (Dockerfile, this script, the base) applied to that tree's package; a
+#                      tree without hack/gather gets a /usr/bin/gather that says so and fails
+#   VENV=dir           the virtualenv whose versions the wheels take (default: .venv)
 #
 # Wheels: the dependencies as manylinux wheels for CPython 3.11 (any glibc base from 2.17 to
-# 2.34 runs them: UBI 9 has 2.34, Debian 12 2.36), at the versions installed in .venv, the
-# ones the tests ran with (pip freeze as constraints); without .venv, the newest that
+# 2.34 runs them: UBI 9 has 2.34, Debian 12 2.36), at the versions installed in VENV, the
+# ones the tests ran with (pip freeze as constraints); without it, the newest that
 # pyproject.toml allows. They are cached under ~/.cache/eso-operator/wheels, keyed by those
 # inputs, with the build backend, so a rebuild with the same inputs needs no network.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$REPO"
+SOURCE=$(cd "${SOURCE:-$REPO}" && pwd)
+VENV=${VENV:-$REPO/.venv}
+cd "$SOURCE"
 CACHE=${WHEELS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/wheels}
 TOOL=${CONTAINER_TOOL:-$(command -v podman || command -v docker || true)}
 VERSION=$(sed -nE 's/^__version__ = "(.*)"/\1/p' manager/__init__.py)
@@ -40,8 +47,8 @@ print("\n".join(project["project"]["dependencies"] + project["build-system"]["re
 EOF
 )
 constraints=""
-if [ -x "$REPO/.venv/bin/python" ]; then
-  constraints=$("$REPO/.venv/bin/python" -m pip freeze --exclude-editable 2>/dev/null |
+if [ -x "$VENV/bin/python" ]; then
+  constraints=$("$VENV/bin/python" -m pip freeze --exclude-editable 2>/dev/null |
                 grep -E '^[A-Za-z0-9_.-]+==' || true)
 fi
 arch=$(uname -m)
@@ -71,21 +78,29 @@ cp "$wheels"/*.whl "$context/wheels/"
 # Fixed zip timestamps: the same tree gives the same wheel, so an unchanged tree reuses
 # every cached layer.
 SOURCE_DATE_EPOCH=315532800 "$PY" -m pip wheel --quiet --no-deps --no-index --find-links "$wheels" \
-  --wheel-dir "$context/wheels" "$REPO" >&2
-rm -rf "$REPO/build"  # setuptools' scratch directory
-cp hack/gather "$context/hack/gather"
+  --wheel-dir "$context/wheels" "$SOURCE" >&2
+rm -rf "$SOURCE/build"  # setuptools' scratch directory
+if [ -f hack/gather ]; then
+  cp hack/gather "$context/hack/gather"
+else
+  printf '#!/bin/sh\necho "this release (%s) has no must-gather" >&2\nexit 1\n' "$VERSION" \
+    >"$context/hack/gather"
+fi
 find "$context" -exec touch -h -d @315532800 {} +  # the layer cache compares times too
 
 if [ "$BASE_IMAGE" = local ]; then
-  BASE_IMAGE=$(hack/base-image.sh)
+  BASE_IMAGE=$("$REPO/hack/base-image.sh")
 fi
 log "building $IMG from $BASE_IMAGE with $(basename "$TOOL")"
 build_start=$SECONDS
 previous=$("$TOOL" image inspect --format '{{.Id}}' "$IMG" 2>/dev/null || true)
 build=("$TOOL" build --network=none --build-arg "BASE_IMAGE=$BASE_IMAGE"
        --build-arg "VERSION=$VERSION" -f "$REPO/Dockerfile")
-# The install stage under a tag of its own: the layer cache of the next build.
-"${build[@]}" --target install -t localhost/eso-operator-install:cache "$context" >&2
+# The install stage under a tag of its own: the layer cache of the next build (one per
+# source tree's version, so building another release keeps this tree's).
+cache_tag=cache
+[ "$SOURCE" = "$REPO" ] || cache_tag=cache-v$VERSION
+"${build[@]}" --target install -t "localhost/eso-operator-install:$cache_tag" "$context" >&2
 "${build[@]}" -t "$IMG" "$context" >&2
 # What earlier builds left behind: the image the tag named before, and install stages no
 # tag names any more (only ours carry the stage label).

@@ -15,6 +15,9 @@
 #   hack/upgrade-test.sh remove DIR         remove that worktree again
 #   hack/upgrade-test.sh venv               print the path of the previous release's virtualenv,
 #                                           created on first use (needs PyPI), then cached
+#   hack/upgrade-test.sh image              print the reference of the previous release's
+#                                           operator image (podman or docker), built on first
+#                                           use (needs PyPI), then kept in the image store
 #   hack/upgrade-test.sh install-crds SRC   apply the operator CRDs of source tree SRC
 #   hack/upgrade-test.sh deploy SRC IMAGE   install or replace the operator in a cluster from
 #                                           SRC's manifests (CRDs too), with image IMAGE
@@ -124,6 +127,35 @@ venv() {
   echo "$dir"
 }
 
+# The previous release's operator image: this tree's recipe (hack/build-image.sh SOURCE=...)
+# applied to the release's source, its wheels at the versions of the release's virtualenv.
+# Its own Dockerfile cannot build here: it runs pip inside the build, which needs PyPI, on a
+# base with pip (UBI's). The tag is keyed by the commit and the recipe, so the image is built
+# once per change of either; images of older keys are removed.
+image() {
+  local release tag commit tool key repository ref work
+  release=$(previous)
+  tag=${release% *}
+  commit=${release#* }
+  tool=${CONTAINER_TOOL:-$(command -v podman || command -v docker || true)}
+  [ -n "$tool" ] || die "needs podman or docker"
+  key=$({ echo "$commit"; cat "$REPO/Dockerfile" "$HERE/build-image.sh" "$HERE/base-image.sh"; } |
+        sha256sum | cut -c1-12)
+  repository=localhost/external-secrets-operator-previous
+  ref=$repository:$tag-$key
+  if ! "$tool" image inspect "$ref" >/dev/null 2>&1; then
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064  # expand now: $work is local
+    trap "rm -rf '$work'" EXIT
+    git_ archive "$commit" | tar -x -C "$work"
+    log "building the operator image of $tag ($commit) as $ref"
+    SOURCE=$work VENV=$(venv) IMG=$ref CONTAINER_TOOL=$tool "$HERE/build-image.sh" >&2
+    "$tool" images --format '{{.Repository}}:{{.Tag}}' "$repository" | grep -vxF "$ref" |
+      xargs -r "$tool" rmi >/dev/null 2>&1 || true
+  fi
+  echo "$ref"
+}
+
 remove() {
   local dir=$1
   git_ worktree remove --force "$dir" 2>/dev/null || rm -rf "$dir"
@@ -211,6 +243,7 @@ case "$command" in
   checkout) [ $# -eq 1 ] || die "usage: $0 checkout DIR"; checkout "$1" ;;
   remove) [ $# -eq 1 ] || die "usage: $0 remove DIR"; remove "$1" ;;
   venv) venv ;;
+  image) image ;;
   install-crds) [ $# -eq 1 ] || die "usage: $0 install-crds SRC"; install_crds "$1" ;;
   deploy) [ $# -eq 2 ] || die "usage: $0 deploy SRC IMAGE"; deploy "$1" "$2" ;;
   local) run_local "$@" ;;

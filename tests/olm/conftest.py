@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -47,6 +48,7 @@ from manager.paths import REPO_ROOT
 from tests.disruption.figures import Watched
 from tests.integration.conftest import EscHandle
 from tests.upgrade import test_upgrade as scenario
+from tests.upgrade.snapshot import take_snapshot
 from tests.upgrade.test_upgrade import (
     ESC_PATH,
     SYNCED,
@@ -68,6 +70,7 @@ SUBSCRIPTION = (f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/subscriptions/"
                 f"{identity.PACKAGE}")
 FIELD_MANAGER = "olm-tests"
 OPERAND_NAMESPACE = scenario.NAMESPACE
+STORE = f"/apis/external-secrets.io/v1/namespaces/{OPERAND_NAMESPACE}/secretstores/team-store"
 # The upgrade scenario's settings without bitwarden-sdk-server: it has no binary here, so
 # with it the operand could never be Available (by design).
 ESC_SPEC: dict[str, Any] = {**scenario.ESC_SPEC, "appConfig": {
@@ -241,6 +244,58 @@ class OlmCluster:
         pod = self.simulated.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}") or {}
         containers = (pod.get("spec") or {}).get("containers") or [{}]
         return str(containers[0].get("image", ""))
+
+
+async def uninstall_through_olm(cluster: OlmCluster, release: catalog.Release) -> None:
+    """The administrator removes the operator of `release` through OLM (Subscription and
+    CSV): the operand keeps running and syncing; then, as documented, the ESC goes and
+    `python -m manager uninstall --operand --yes` removes the operand, not the user's
+    objects (test_install.py)."""
+    kube = cluster.kube
+    operand = await take_snapshot(kube, OPERAND_NAMESPACE)
+    assert operand.deployments, "no operand to keep"
+
+    await kube.delete(SUBSCRIPTION)
+    await kube.delete(f"{CSVS}/{release.name}")
+
+    async def operator_gone() -> None:
+        deployment = (f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/"
+                      f"{identity.DEPLOYMENT}")
+        assert await kube.get(deployment) is None, "the operator's Deployment is still there"
+        assert not cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+
+    await eventually(operator_gone, 120, what="OLM to remove the operator")
+    cluster.mark("operator removed through OLM")
+
+    # The operand keeps running without the operator: same objects, and it still syncs.
+    kept = await take_snapshot(kube, OPERAND_NAMESPACE)
+    assert {key: uid for key, (uid, _) in kept.objects.items()} == {
+        key: uid for key, (uid, _) in operand.objects.items()}
+    await kube.merge_patch(STORE, {"spec": {"provider": {"fake": {"data": [
+        {"key": "k", "value": "without-the-operator"}]}}}}, field_manager=FIELD_MANAGER)
+    await eventually(lambda: synced_value(kube, "without-the-operator"), 30,
+                     what="the operand to keep syncing")
+    print(f"\n  checked: after the OLM uninstall the {len(kept.objects)} operand objects are "
+          "unchanged and the operand still syncs")
+
+    # The documented removal: the ESC goes (nothing manages the operand), then the command.
+    await kube.delete(ESC_PATH)
+    result = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "manager", "uninstall", "--operand", "--yes",
+                         f"--kubeconfig={cluster.simulated.kubeconfig}"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    async def operand_gone() -> None:
+        left = await take_snapshot(kube, OPERAND_NAMESPACE)
+        # The Namespace stays: it holds the user's objects, which are never deleted.
+        assert list(left.objects) == [("Namespace", "", OPERAND_NAMESPACE)], sorted(left.objects)
+
+    await eventually(operand_gone, 60, what="the operand to be removed")
+    await synced_value(kube, "without-the-operator")
+    cluster.mark("operand removed by `manager uninstall --operand --yes`")
+    print(f"  checked: `manager uninstall --operand --yes` removed the {len(operand.objects) - 1}"
+          " operand objects, and kept the namespace with the user's objects")
 
 
 @pytest.fixture(scope="module")

@@ -43,11 +43,11 @@ import pytest_asyncio
 
 from devcluster import olm
 from devcluster.registry import Registry
-from manager import __version__, versions
+from manager import versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.images.test_operator_image import podman
-from tests.olm.conftest import SUBSCRIPTION, OlmCluster, started_cluster
+from tests.olm.conftest import SUBSCRIPTION, Catalog, OlmCluster, started_cluster
 from tests.olm.test_install_image import (
     assert_own_root,
     assert_restricted,
@@ -153,12 +153,14 @@ class Installed:
     csv: dict[str, Any]
 
 
-async def registry_pod(cluster: OlmCluster) -> dict[str, Any]:
-    """The catalog's registry pod, Ready (its exec probes passed in the container)."""
+async def registry_pod(cluster: OlmCluster, image: str | None = None) -> dict[str, Any]:
+    """The catalog's registry pod (of the catalog image `image`, if given), alone and Ready
+    (its exec probes passed in the container)."""
     pods = (await cluster.kube.list(REGISTRY_PODS, label_selector=(
         f"olm.catalogSource={olm.CATALOG_SOURCE}")))["items"]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     [pod] = pods
+    assert image in (None, pod["spec"]["containers"][0]["image"]), pod["spec"]["containers"]
     ready = [c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
     if ready != ["True"]:
         name = pod["metadata"]["name"]
@@ -178,41 +180,64 @@ async def catalog_connected(cluster: OlmCluster) -> dict[str, Any]:
     return source
 
 
+async def bundle_image_pushed(cluster: OlmCluster, registry: Registry,  # noqa: F811
+                              source: Path) -> str:
+    """The bundle image of the release in `source`, built and pushed by digest (tagged with
+    its version): catalogs built from now on name it."""
+    release = await cluster.prepared(source)
+    tag = f"localhost/eso-test-bundle:{cluster.workdir.name}"
+    await asyncio.to_thread(build_bundle_image, release.bundle, tag)
+    try:
+        bundle = push(registry, tag, "external-secrets-operator-bundle",
+                      f"v{release.csv['spec']['version']}")
+    finally:
+        subprocess.run([podman(), "rmi", tag], capture_output=True, check=False, timeout=120)
+    cluster.push_bundle_image(source, bundle)
+    cluster.mark(f"bundle image of {release.name} built and pushed")
+    return bundle
+
+
+async def catalog_image_pushed(cluster: OlmCluster, registry: Registry,  # noqa: F811
+                               opm_base: str, built: Catalog) -> str:
+    """The catalog image of `built`, built and pushed by digest (tagged with its newest
+    release's version)."""
+    scratch = cluster.workdir / "catalog-image" / built.directory.name
+    scratch.mkdir(parents=True)
+    tag = f"localhost/eso-test-catalog:{cluster.workdir.name}"
+    await asyncio.to_thread(build_catalog_image, built.directory, opm_base, tag, scratch)
+    try:
+        image = push(registry, tag, "external-secrets-operator-catalog",
+                     f"v{built.releases[-1].csv['spec']['version']}")
+    finally:
+        subprocess.run([podman(), "rmi", tag], capture_output=True, check=False, timeout=120)
+    cluster.mark(f"catalog image of {', '.join(r.name for r in built.releases)} built and "
+                 "pushed")
+    return image
+
+
+async def catalog_image_served(cluster: OlmCluster, built: Catalog, image: str) -> None:
+    """The CatalogSource names `image` (the catalog image of `built`), until its registry
+    pod runs it, Ready, and the catalog operator is connected."""
+    await cluster.serve_image(built, image)
+    cluster.mark("CatalogSource names the catalog image by digest")
+    await eventually(lambda: registry_pod(cluster, image), 180, interval=0.5,
+                     what="the registry pod of the catalog image Ready")
+    cluster.mark("registry pod Ready (grpc_health_probe in its container)")
+    await eventually(lambda: catalog_connected(cluster), 120, interval=0.5,
+                     what="the catalog operator connected to the registry pod")
+    cluster.mark("CatalogSource READY through its Service")
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def installed(registry: Registry, pushed_image: str, opm_base: str,  # noqa: F811
                     olm_cluster: OlmCluster) -> AsyncIterator[Installed]:
     cluster = olm_cluster
     cluster.mark("operator image pushed")
     cluster.pull_operator_image(REPO_ROOT, pushed_image)
-    release = await cluster.prepared(REPO_ROOT)
-    bundle_tag = f"localhost/eso-test-bundle:{cluster.workdir.name}"
-    await asyncio.to_thread(build_bundle_image, release.bundle, bundle_tag)
-    try:
-        bundle = push(registry, bundle_tag, "external-secrets-operator-bundle",
-                      f"v{__version__}")
-    finally:
-        subprocess.run([podman(), "rmi", bundle_tag], capture_output=True, check=False,
-                       timeout=120)
-    cluster.push_bundle_image(REPO_ROOT, bundle)
-    cluster.mark("bundle image built and pushed")
+    bundle = await bundle_image_pushed(cluster, registry, REPO_ROOT)
     built = await cluster.build_catalog(REPO_ROOT)
-    scratch = cluster.workdir / "catalog-image"
-    scratch.mkdir()
-    tag = f"localhost/eso-test-catalog:{scratch.parent.name}"
-    await asyncio.to_thread(build_catalog_image, built.directory, opm_base, tag, scratch)
-    try:
-        image = push(registry, tag, "external-secrets-operator-catalog", f"v{__version__}")
-    finally:
-        subprocess.run([podman(), "rmi", tag], capture_output=True, check=False, timeout=120)
-    cluster.mark("catalog image built and pushed")
-    await cluster.serve_image(built, image)
-    cluster.mark("CatalogSource names the catalog image by digest")
-    await eventually(lambda: registry_pod(cluster), 180, interval=0.5,
-                     what="the registry pod Ready")
-    cluster.mark("registry pod Ready (grpc_health_probe in its container)")
-    await eventually(lambda: catalog_connected(cluster), 120, interval=0.5,
-                     what="the catalog operator connected to the registry pod")
-    cluster.mark("CatalogSource READY through its Service")
+    image = await catalog_image_pushed(cluster, registry, opm_base, built)
+    await catalog_image_served(cluster, built, image)
     [release] = built.releases
     assert release.bundle_image == bundle
     await cluster.subscribe(release)

@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,15 +38,14 @@ from manager.leader import LEASE_NAME
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.olm.conftest import (
-    CSVS,
     FIELD_MANAGER,
     NAMESPACE,
     OPERAND_NAMESPACE,
-    SUBSCRIPTION,
+    STORE,
     OlmCluster,
+    uninstall_through_olm,
 )
 from tests.proxy_listener import CountingListener, counting_listener
-from tests.upgrade.snapshot import take_snapshot
 from tests.upgrade.test_upgrade import (
     ESC_PATH,
     ESM_PATH,
@@ -61,7 +58,6 @@ OPENSHIFT = True  # OpenShift's config API, served before OLM starts (conftest.p
 
 OPERAND_DEPLOYMENTS = ("external-secrets", "external-secrets-webhook",
                        "external-secrets-cert-controller")
-STORE = f"/apis/external-secrets.io/v1/namespaces/{OPERAND_NAMESPACE}/secretstores/team-store"
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 OPERATOR_DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{identity.DEPLOYMENT}"
 OPERAND_DEPLOYMENT = f"/apis/apps/v1/namespaces/{OPERAND_NAMESPACE}/deployments/{{}}"
@@ -339,50 +335,5 @@ async def cluster_proxy_cleared(cluster: OlmCluster, proxy: CountingListener) ->
 
 async def test_uninstall_through_olm_keeps_the_operand_until_the_uninstall_command(
         installed: Installed) -> None:
-    cluster, release = installed.olm, installed.release
-    kube = cluster.kube
-    operand = await take_snapshot(kube, OPERAND_NAMESPACE)
-    assert operand.deployments, "no operand to keep"
-
-    await kube.delete(SUBSCRIPTION)
-    await kube.delete(f"{CSVS}/{release.name}")
-
-    async def operator_gone() -> None:
-        deployment = (f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/"
-                      f"{identity.DEPLOYMENT}")
-        assert await kube.get(deployment) is None, "the operator's Deployment is still there"
-        assert not cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
-
-    await eventually(operator_gone, 120, what="OLM to remove the operator")
-    cluster.mark("operator removed through OLM")
-
-    # The operand keeps running without the operator: same objects, and it still syncs.
-    kept = await take_snapshot(kube, OPERAND_NAMESPACE)
-    assert {key: uid for key, (uid, _) in kept.objects.items()} == {
-        key: uid for key, (uid, _) in operand.objects.items()}
-    await kube.merge_patch(STORE, {"spec": {"provider": {"fake": {"data": [
-        {"key": "k", "value": "without-the-operator"}]}}}}, field_manager=FIELD_MANAGER)
-    await eventually(lambda: synced_value(kube, "without-the-operator"), 30,
-                     what="the operand to keep syncing")
-    print(f"\n  checked: after the OLM uninstall the {len(kept.objects)} operand objects are "
-          "unchanged and the operand still syncs")
-
-    # The documented removal: the ESC goes (nothing manages the operand), then the command.
-    await kube.delete(ESC_PATH)
-    result = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "manager", "uninstall", "--operand", "--yes",
-                         f"--kubeconfig={cluster.simulated.kubeconfig}"],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=180)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-    async def operand_gone() -> None:
-        left = await take_snapshot(kube, OPERAND_NAMESPACE)
-        # The Namespace stays: it holds the user's objects, which are never deleted.
-        assert list(left.objects) == [("Namespace", "", OPERAND_NAMESPACE)], sorted(left.objects)
-
-    await eventually(operand_gone, 60, what="the operand to be removed")
-    await synced_value(kube, "without-the-operator")
-    cluster.mark("operand removed by `manager uninstall --operand --yes`")
-    print(f"  checked: `manager uninstall --operand --yes` removed the {len(operand.objects) - 1}"
-          f" operand objects, and kept the namespace with the user's objects\n"
-          f"{cluster.timeline()}")
+    await uninstall_through_olm(installed.olm, installed.release)
+    print(installed.olm.timeline())

@@ -42,7 +42,7 @@ from devcluster import catalog
 from manager import __version__, versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.disruption.figures import admissions_refused, measure
+from tests.disruption.figures import admissions_refused, measure, wait_whole
 from tests.olm.conftest import (
     CSVS,
     ESC_SPEC,
@@ -95,7 +95,7 @@ def ready(esc: dict[str, Any]) -> dict[str, Any]:
 async def test_olm_upgrades_the_previous_release_in_place(
         olm_cluster: OlmCluster, previous_release: tuple[str, Path]) -> None:
     tag, previous_source = previous_release
-    cluster, kube = olm_cluster, olm_cluster.kube
+    cluster = olm_cluster
     print(f"\nupgrade through OLM from {tag} ({previous_source}) to the current code")
 
     # The previous release, from a catalog that holds only it.
@@ -103,12 +103,34 @@ async def test_olm_upgrades_the_previous_release_in_place(
     cluster.mark(f"catalog served: {previous.name}")
     await cluster.subscribe(previous)
     cluster.mark("Subscription created")
+    await configured(cluster, previous)
+    # The catalog gains the current release.
+    upgrade = await cluster.build_catalog(previous_source, REPO_ROOT)
+    await upgraded_and_judged(cluster, previous_release, previous, upgrade)
+
+
+async def configured(cluster: OlmCluster, previous: catalog.Release) -> None:
+    """Once subscribed to `previous`: its CSV Succeeded, the ESM its operator created given
+    the scenario's spec, the ESC Ready and a user's secret synced."""
     await cluster.succeeded(previous)
     cluster.mark(f"CSV {previous.name} Succeeded")
-    await eventually(lambda: kube.request("GET", ESM_PATH), 120,
+    await eventually(lambda: cluster.kube.request("GET", ESM_PATH), 120,
                      what="the operator to create the ESM")
-    await kube.merge_patch(ESM_PATH, {"spec": ESM_SPEC}, field_manager=FIELD_MANAGER)
+    await cluster.kube.merge_patch(ESM_PATH, {"spec": ESM_SPEC}, field_manager=FIELD_MANAGER)
     await cluster.configure()
+
+
+async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, Path],
+                              previous: catalog.Release, upgrade: Catalog,
+                              image: str | None = None) -> catalog.Release:
+    """Serve `upgrade` (the catalog that adds the current release; from its catalog `image`
+    if given) with the samplers watching, until OLM has upgraded `previous` in place; judge
+    the operator, the operand and the user's objects. The current release."""
+    tag, previous_source = previous_release
+    kube = cluster.kube
+    current = upgrade.releases[-1]
+    # v0.1.0 reports Ready before the webhook's pod is: the samplers start on a whole stack.
+    await wait_whole(cluster.watched())
     sampler = synced_sampler(kube, ESC_SPEC["controllerConfig"]["namespace"])
     await sampler.start()
     try:
@@ -116,14 +138,12 @@ async def test_olm_upgrades_the_previous_release_in_place(
             before = await settled(kube)
             esc_before = await kube.request("GET", ESC_PATH)
             deployment_before = await kube.request("GET", OPERATOR_DEPLOYMENT)
-
-            # The catalog gains the current release; the samplers watch the upgrade.
-            upgrade = await cluster.build_catalog(previous_source, REPO_ROOT)
-            current = upgrade.releases[-1]
+            from_images = " (catalog, bundle and operator images)" if image else ""
             async with measure(cluster.watched(), f"OLM upgrade from the previous release "
-                               f"({tag}) to the current one ({identity.OPERATOR_VERSION}): "
-                               "operator pod replaced, the webhook Deployment rolls") as notes:
-                await upgrade_through_olm(cluster, previous, current, upgrade, notes)
+                               f"({tag}) to the current one ({identity.OPERATOR_VERSION})"
+                               f"{from_images}: operator pod replaced, the webhook Deployment "
+                               "rolls") as notes:
+                await upgrade_through_olm(cluster, previous, current, upgrade, notes, image=image)
                 notes.append(f"{tag} has no webhook replicas setting: one replica")
             print(f"FIGURES   1 replica: measured, not bounded; {admissions_refused()} refused")
             esc_after = await ready_for_current_generation(kube)
@@ -173,16 +193,20 @@ async def test_olm_upgrades_the_previous_release_in_place(
               "follows its store after the upgrade")
     finally:
         await sampler.discard()
+    return current
 
 
 async def upgrade_through_olm(cluster: OlmCluster, previous: catalog.Release,
-                              release: catalog.Release, built: Catalog, notes: list[str]) -> None:
-    """Serve `built` (a catalog that adds `release`), then until OLM has replaced `previous`
-    by `release` and `release`'s operator has finished a pass over the operand."""
+                              release: catalog.Release, built: Catalog, notes: list[str], *,
+                              image: str | None = None) -> None:
+    """Serve `built` (a catalog that adds `release`; from its catalog `image` if given: the
+    CatalogSource's spec.image switched to it), then until OLM has replaced `previous` by
+    `release` and `release`'s operator has finished a pass over the operand."""
     kube = cluster.kube
     started = time.monotonic()
-    await cluster.serve(built)
-    cluster.mark(f"catalog served: {', '.join(r.name for r in built.releases)}")
+    await (cluster.serve_image(built, image) if image else cluster.serve(built))
+    cluster.mark(f"catalog {'image ' if image else ''}served: "
+                 f"{', '.join(r.name for r in built.releases)}")
     csv = await cluster.succeeded(release)
     cluster.mark(f"CSV {release.name} Succeeded")
     notes.append(f"CSV Succeeded after {time.monotonic() - started:.1f} s")
