@@ -35,6 +35,7 @@ import pytest
 import pytest_asyncio
 
 from devcluster import catalog, containers, controlplane
+from devcluster.cluster import RunningProcess
 from devcluster.registry import Registry
 from manager import __version__
 from manager.olm import identity
@@ -148,10 +149,22 @@ def operator_container(cluster: OlmCluster) -> dict[str, Any]:
     return running_container(cluster, f"k8s_{identity.CONTAINER}_")
 
 
+def operator_process(cluster: OlmCluster, container: dict[str, Any], image: str) -> RunningProcess:
+    """The operator's one process: `container`'s, running `image` as pulled into the
+    cluster's store by its digest, started as the Deployment starts it."""
+    assert container["ImageName"] == image, container["ImageName"]
+    [pulled] = podman_json(cluster, "image", "inspect", image)
+    assert pulled["Digest"] == image.split("@", 1)[1], pulled["Digest"]
+    assert container["Image"] == pulled["Id"]
+    [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
+    assert process.pid == container["State"]["Pid"], (process.pid, container["State"]["Pid"])
+    assert process.argv[:4] == ("/opt/operator/bin/python", "-m", "manager", "run"), process.argv
+    return process
+
+
 async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed) -> None:
     cluster, image = installed.olm, installed.image
     print(f"\ninstalled {image} through OLM:\n{cluster.timeline()}")
-    digest = image.split("@", 1)[1]
     deployment = installed.csv["spec"]["install"]["spec"]["deployments"][0]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
     assert image in {entry["image"] for entry in installed.csv["spec"]["relatedImages"]}
@@ -160,14 +173,8 @@ async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed
     container = operator_container(cluster)
     [pod] = (await cluster.kube.list(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
     assert container["Name"].startswith(f"k8s_{identity.CONTAINER}_{pod['metadata']['name']}_")
-    assert container["ImageName"] == image, container["ImageName"]
-    [pulled] = podman_json(cluster, "image", "inspect", image)
-    assert pulled["Digest"] == digest, pulled["Digest"]
-    assert container["Image"] == pulled["Id"]
-    pid = container["State"]["Pid"]
-    [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
-    assert process.pid == pid, (process.pid, pid)
-    assert process.argv[:4] == ("/opt/operator/bin/python", "-m", "manager", "run"), process.argv
+    process = operator_process(cluster, container, image)
+    pid = process.pid
     assert process.env["OPERATOR_CONDITION_NAME"] == installed.csv["metadata"]["name"]
     # Its files are the image's: another root than the host's, holding the image's venv.
     assert_own_root(pid)

@@ -41,7 +41,7 @@ from devcluster.registry import Registry
 from manager import __version__
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.olm.conftest import NAMESPACE, OlmCluster, uninstall_through_olm
+from tests.olm.conftest import OlmCluster, uninstall_through_olm
 from tests.olm.test_catalog_image import (
     CATALOG_SOURCE,
     HACK,
@@ -59,7 +59,7 @@ from tests.olm.test_install_image import (
     assert_own_root,
     assert_restricted,
     operator_container,
-    podman_json,
+    operator_process,
     push,
     pushed_image,  # noqa: F401 (a fixture)
     registry,  # noqa: F401 (a fixture)
@@ -91,13 +91,7 @@ async def operator_runs(cluster: OlmCluster, image: str, version: str) -> None:
         return container
 
     container = await eventually(check, 30, interval=0.5, what=f"the operator to run {image}")
-    [pulled] = podman_json(cluster, "image", "inspect", image)
-    assert pulled["Digest"] == image.split("@", 1)[1], pulled["Digest"]
-    assert container["Image"] == pulled["Id"]
-    pid = container["State"]["Pid"]
-    [process] = cluster.simulated.processes(NAMESPACE, identity.CONTAINER)
-    assert process.pid == pid, (process.pid, pid)
-    assert process.argv[:4] == ("/opt/operator/bin/python", "-m", "manager", "run"), process.argv
+    pid = operator_process(cluster, container, image).pid
     assert_own_root(pid)
     package = Path(f"/proc/{pid}/root/{PACKAGE_INIT}").read_text()
     assert f'__version__ = "{version}"' in package, package
