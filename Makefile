@@ -148,9 +148,9 @@ previous-image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make previous-image needs podman or docker"; exit 1; }
 	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/upgrade-test.sh image
 
-# The operator, bundle and catalog images pushed by digest to a registry on loopback, in a
-# network namespace of their own (hack/publish-images.sh; the registry's storage stays in
-# ~/.cache/eso-operator/registry); prints the three references.
+# The operator, bundle and catalog images, and OLM's util and opm images, pushed by digest to
+# a registry on loopback, in a network namespace of their own (hack/publish-images.sh; the
+# registry's storage stays in ~/.cache/eso-operator/registry); prints the five references.
 .PHONY: push-images
 push-images: image
 	$(NETNS_RUN) env IMG=$(IMG) hack/publish-images.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pushes the operator image, then builds and pushes the bundle and catalog images that name
-# it, each by digest, to a registry on loopback (`make push-images`), and prints the three
-# references with their sizes.
+# it, each by digest, to a registry on loopback (`make push-images`), then OLM's util and opm
+# images its catalog operator unpacks bundles with, and prints the five references (one a
+# line, in that order; sizes on stderr).
 #
 #   1. the operator image (`make image`, built before: it needs the package index) is pushed
 #      to REGISTRY/external-secrets-operator:vVERSION; its digest is D1;
@@ -10,7 +11,11 @@
 #      relatedImages name the digest), built from bundle/bundle.Dockerfile and pushed: D2;
 #   3. the catalog (one package, one channel, this bundle) is rendered by the pinned opm from
 #      REGISTRY/external-secrets-operator-bundle@D2, validated, built with
-#      hack/catalog.Dockerfile on the opm base (hack/opm-base-image.sh) and pushed: D3.
+#      hack/catalog.Dockerfile on the opm base (hack/opm-base-image.sh) and pushed: D3;
+#   4. the stand-ins for OLM's util image (hack/olm-util-image.sh: the pinned cpb) and opm
+#      image (the opm base) are pushed as operator-framework/olm and operator-framework/opm,
+#      tagged with the pinned versions: `python -m devcluster olm --olm-util-image D4
+#      --olm-opm-image D5` unpacks bundle images with them, as tests/olm does.
 #
 # The registry is the one answering at REGISTRY (default 127.0.0.1:5000), else Debian's
 # docker-registry (devcluster/registry.py) started for this run only; its storage stays in
@@ -110,4 +115,13 @@ build "$catalog_tag" --build-arg "BASE_IMAGE=$(hack/opm-base-image.sh)" -f hack/
 catalog=$(push "$catalog_tag" "external-secrets-operator-catalog:v$VERSION")
 log "catalog image: $catalog ($(size "$catalog_tag"))"
 
-printf '%s\n' "$operator" "$bundle" "$catalog"
+# OLM's own images, as the catalog operator of the simulated cluster pulls them.
+pinned() { PYTHONPATH=$REPO "$PY" -c "from manager import versions; print(versions.$1)"; }
+util_tag=$(bash hack/olm-util-image.sh)
+util=$(push "$util_tag" "operator-framework/olm:$(pinned OLM_VERSION)")
+log "OLM util image: $util ($(size "$util_tag"))"
+opm_tag=$(hack/opm-base-image.sh)
+opm=$(push "$opm_tag" "operator-framework/opm:$(pinned OPM_VERSION)")
+log "opm image: $opm ($(size "$opm_tag"))"
+
+printf '%s\n' "$operator" "$bundle" "$catalog" "$util" "$opm"

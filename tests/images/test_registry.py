@@ -1,12 +1,14 @@
 """The operator, bundle and catalog images through a registry on loopback
 (hack/publish-images.sh, devcluster/registry.py): each pushed and named by digest, the bundle's
 CSV naming the operator image's digest, the catalog naming the bundle's, and the catalog
-image serving as OLM's registry pod would run it. The images are pulled into a container
+image serving as OLM's registry pod would run it; OLM's util and opm images pushed beside
+them, holding the pinned binaries. The images are pulled into a container
 store of the test's own, as a fresh node would pull them. The registry listens only in the
 test's network namespace (hack/netns-run.sh: only `lo`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -57,9 +59,12 @@ class Node:
 
     def image_file(self, reference: str, path: str) -> str:
         """A file of a pulled image (the store's mount of it)."""
+        return self.image_bytes(reference, path).decode()
+
+    def image_bytes(self, reference: str, path: str) -> bytes:
         mount = self.podman("image", "mount", reference).stdout.strip()
         try:
-            return (Path(mount) / path.lstrip("/")).read_text()
+            return (Path(mount) / path.lstrip("/")).read_bytes()
         finally:
             self.podman("image", "unmount", reference)
 
@@ -73,14 +78,15 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 @pytest.fixture(scope="module")
 def published(registry: Registry) -> dict[str, str]:
-    """operator, bundle, catalog: REGISTRY/REPOSITORY@sha256:..."""
+    """operator, bundle, catalog, olm-util, opm: REGISTRY/REPOSITORY@sha256:..."""
     result = subprocess.run(["bash", str(PUBLISH)], env={
         **os.environ, "REGISTRY": registry.address, "IMG": IMAGE},
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     references = result.stdout.split()
-    assert len(references) == 3, result.stdout
-    return dict(zip(("operator", "bundle", "catalog"), references, strict=True))
+    assert len(references) == 5, result.stdout
+    return dict(zip(("operator", "bundle", "catalog", "olm-util", "opm"), references,
+                    strict=True))
 
 
 def image_id(reference: str) -> str:
@@ -140,6 +146,24 @@ def test_the_catalog_names_the_bundle_by_digest_and_serves(published: dict[str, 
     finally:
         subprocess.run(["podman", *node.flags, "rm", "--force", name], capture_output=True,
                        check=False)
+
+
+def test_olm_images_hold_the_pinned_binaries(published: dict[str, str], node: Node) -> None:
+    """What the simulated cluster's catalog operator unpacks bundles with
+    (`--olm-util-image`, `--olm-opm-image`): OLM's cpb and opm at the pinned versions."""
+    for name, repository, binary, tool in (("olm-util", "operator-framework/olm", "cpb", "olm"),
+                                           ("opm", "operator-framework/opm", "opm", "opm")):
+        reference = published[name]
+        assert f"/{repository}@sha256:" in reference, reference
+        node.pull(reference)
+        built = subprocess.run(["bash", str(REPO_ROOT / "hack" / "build-tool.sh"), tool],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert _sha256(node.image_bytes(reference, f"/bin/{binary}")) == _sha256(
+            (Path(built) / binary).read_bytes()), (name, reference)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _accepts(port: int) -> bool:
