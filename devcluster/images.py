@@ -53,6 +53,12 @@ OPERATOR_SOURCE = "/opt/app-root/src"
 OPERATOR_PYTHON = "/opt/app-root/venv"
 
 ImageMap = dict[str, ImageEntry]
+FILE = "images.json"  # the map, in the cluster's directory
+
+
+def path(state_dir: Path) -> Path:
+    """The map of the cluster whose directory is `state_dir`."""
+    return state_dir / FILE
 
 
 def repository(image: str) -> str:
