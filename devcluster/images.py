@@ -15,6 +15,9 @@ and runs it, devcluster/containers.py):
 - in that test, the unpack Job's images too: the bundle image, pushed and named by digest
   in the catalog (catalog.Release.pushed_bundle), and OLM's util (cpb) and opm images that
   the catalog operator is started with (cluster.SimulatedCluster.olm_images).
+- all five (operator, bundle, catalog, OLM's util and opm), as hack/publish-images.sh
+  pushes them, on a cluster started with `python -m devcluster up --olm --images`
+  (published.py).
 
 What runs as a local command standing in for an image the cluster cannot have:
 - the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
