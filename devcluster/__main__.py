@@ -2,7 +2,10 @@
 
     up --dir DIR       start it (state in DIR) with every CRD the operator needs and
                        return; print the KUBECONFIG export; with --olm, start OLM
-                       (devcluster/olm.py) instead of installing the CRDs; with
+                       (devcluster/olm.py) instead of installing the CRDs; with --olm
+                       --images, OLM installs from images: a registry in the cluster,
+                       hack/publish-images.sh's five images in it, OLM running its util
+                       and opm images and the catalog image (devcluster/published.py); with
                        --openshift, serve OpenShift's config API (APIServer, Proxy and
                        their `cluster` objects) too (before OLM starts); --olm-interval
                        as for olm
@@ -35,9 +38,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-import yaml
-
-from devcluster import catalog, controlplane, crds, olm
+from devcluster import catalog, controlplane, crds, olm, published
 from devcluster import images as image_map
 from devcluster.api import Api
 from devcluster.cluster import SimulatedCluster
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "catalog"))
     parser.add_argument("--dir", type=Path, default=controlplane.default_state_dir())
     parser.add_argument("--olm", action="store_true", help="for up: start OLM too")
+    parser.add_argument("--images", action="store_true",
+                        help="for up --olm: OLM installs from the images that "
+                             "hack/publish-images.sh pushes to a registry in the cluster")
     parser.add_argument("--openshift", action="store_true",
                         help="for up: serve OpenShift's config API (config.openshift.io/v1)")
     parser.add_argument("--olm-interval", default=None,
@@ -76,17 +80,40 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def up(args: argparse.Namespace) -> int:
+    if args.images and not args.olm:
+        print("--images is for --olm: OLM installs from the images", file=sys.stderr)
+        return 2
     if (args.dir / controlplane.STATE_FILE).exists():
         print(f"already running (state in {args.dir}); `down` first", file=sys.stderr)
         return env(args)
     controlplane.require_loopback_only_network()
-    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm, openshift=args.openshift,
-                               olm_interval=args.olm_interval)
+    # With --images, OLM starts once the images it runs are in the registry (published.py).
+    cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm and not args.images,
+                               openshift=args.openshift, olm_interval=args.olm_interval)
     cluster.start()
     if not args.olm:  # with OLM, the CRDs come from the bundle
         crds.install(cluster.api, crds.all_crds())
+    if args.images and not _serve_images(cluster):
+        return 1
     print(f"kube-apiserver {cluster.plane.version} at {cluster.plane.server}", file=sys.stderr)
     return env(args)
+
+
+def _serve_images(cluster: SimulatedCluster) -> bool:
+    """The registry, the published images and OLM installing from them; on a failure,
+    nothing of the cluster is left running (False)."""
+    try:
+        served = published.serve(cluster)
+    except published.PublishError as error:
+        controlplane.stop_recorded(cluster.workdir)
+        print(f"up --images: {error}; the cluster is stopped", file=sys.stderr)
+        return False
+    except BaseException:  # Ctrl-C or a bug: a half-made cluster is of no use either
+        controlplane.stop_recorded(cluster.workdir)
+        raise
+    print(f"OLM installs from these images (registry {published.REGISTRY}):\n"
+          f"{served.describe()}", file=sys.stderr)
+    return True
 
 
 def down(args: argparse.Namespace) -> int:
@@ -131,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
 def runner(args: argparse.Namespace) -> int:
     api = _admin(args.dir)
-    pods = PodRunner(api, args.dir, args.dir / "images.json", *api.address)
+    pods = PodRunner(api, args.dir, image_map.path(args.dir), *api.address)
     stop = threading.Event()
     import signal  # noqa: PLC0415 (only the runner process handles signals)
 
@@ -152,7 +179,7 @@ def serve_catalog(args: argparse.Namespace) -> int:
     releases = [catalog.prepare(Path(source).resolve(), work / "bundles" / str(number))
                 for number, source in enumerate(args.command)]
     catalog.write(releases, work / "catalog", olm.binaries()[1] / "opm")
-    image_map.add(args.dir / "images.json", catalog.images(releases))
+    image_map.add(image_map.path(args.dir), catalog.images(releases))
     olm.publish(api, args.dir, work / "catalog")
     print(f"serving {', '.join(r.name for r in releases)} as CatalogSource "
           f"{olm.NAMESPACE}/{olm.CATALOG_SOURCE}", file=sys.stderr)
@@ -172,9 +199,7 @@ def olm_host(args: argparse.Namespace) -> int:
 
 def _admin(directory: Path) -> Api:
     """The admin's client of the cluster whose state is in `directory`."""
-    kubeconfig = yaml.safe_load((directory / "kubeconfig").read_text())
-    return Api(kubeconfig["clusters"][0]["cluster"]["server"],
-               kubeconfig["users"][0]["user"]["token"], directory / "ca.crt")
+    return Api(*controlplane.recorded_admin(directory), directory / "ca.crt")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,14 @@ class SimulatedCluster:
         self.plane = LocalControlPlane(ensure_binaries(), self.workdir, audit=self.audit,
                                        detached=self.detached)
 
+    @classmethod
+    def attached(cls, workdir: Path) -> SimulatedCluster:
+        """The cluster that `python -m devcluster up` started in `workdir`, seen from another
+        process: its API, pods, containers and logs (`down` stops it)."""
+        cluster = cls(workdir, detached=True)
+        cluster.plane.attach()
+        return cluster
+
     @property
     def kubeconfig(self) -> Path:
         return self.plane.kubeconfig
@@ -125,7 +133,7 @@ class SimulatedCluster:
 
     @property
     def images_file(self) -> Path:
-        return self.workdir / "images.json"
+        return image_map.path(self.workdir)
 
     def add_egress(self, address: tuple[str, int], target: tuple[str, int]) -> None:
         """Pods started from now on reach `target` (in this network namespace) at `address`."""

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -206,6 +207,14 @@ class LocalControlPlane:
         self._wait(f"{self.server}/readyz", "kube-apiserver", time.monotonic() + timeout)
         self.write_state()
 
+    def attach(self) -> None:
+        """Take on the control plane that another process started in `workdir` (`up`): its
+        port, admin token and processes, as its kubeconfig and state file record them."""
+        server, self.admin_token = recorded_admin(self.workdir)
+        self.api_port = int(urlsplit(server).port or 443)
+        state = json.loads((self.workdir / STATE_FILE).read_text())
+        self.pids, self.version = dict(state["pids"]), str(state["version"])
+
     def __enter__(self) -> LocalControlPlane:
         self.start()
         return self
@@ -353,6 +362,13 @@ def _terminate(pid: int, timeout: float) -> None:
 def default_state_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return cache / "eso-operator" / "local-cluster"
+
+
+def recorded_admin(workdir: Path) -> tuple[str, str]:
+    """The API server's URL and the admin's token of the control plane in `workdir`."""
+    kubeconfig = yaml.safe_load((workdir / "kubeconfig").read_text())
+    return (str(kubeconfig["clusters"][0]["cluster"]["server"]),
+            str(kubeconfig["users"][0]["user"]["token"]))
 
 
 def stop_recorded(workdir: Path) -> bool:

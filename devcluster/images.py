@@ -15,6 +15,9 @@ and runs it, devcluster/containers.py):
 - in that test, the unpack Job's images too: the bundle image, pushed and named by digest
   in the catalog (catalog.Release.pushed_bundle), and OLM's util (cpb) and opm images that
   the catalog operator is started with (cluster.SimulatedCluster.olm_images).
+- all five (operator, bundle, catalog, OLM's util and opm), as hack/publish-images.sh
+  pushes them, on a cluster started with `python -m devcluster up --olm --images`
+  (published.py).
 
 What runs as a local command standing in for an image the cluster cannot have:
 - the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
@@ -53,6 +56,12 @@ OPERATOR_SOURCE = "/opt/app-root/src"
 OPERATOR_PYTHON = "/opt/app-root/venv"
 
 ImageMap = dict[str, ImageEntry]
+FILE = "images.json"  # the map, in the cluster's directory
+
+
+def path(state_dir: Path) -> Path:
+    """The map of the cluster whose directory is `state_dir`."""
+    return state_dir / FILE
 
 
 def repository(image: str) -> str:

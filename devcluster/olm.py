@@ -131,8 +131,12 @@ def publish(api: Api, state_dir: Path, catalog: Path, timeout: float = 60.0) -> 
 def publish_image(api: Api, state_dir: Path, image: str) -> None:
     """Point the CatalogSource at the catalog image `image` (`spec.image`), as on a real
     cluster: the catalog operator runs it as a registry pod behind a Service, which the pod
-    runner runs from the image (an image map entry the caller adds, images.pulled) and OLM
-    reaches by the Service's name (services.py). A catalog served at CATALOG_ADDRESS stops."""
+    runner runs from the image (pulled with podman) and OLM reaches by the Service's name
+    (services.py). A catalog served at CATALOG_ADDRESS stops."""
+    # By repository, as a node has it: whatever reference the pod names is pulled. The
+    # catalog image runs as USER 1001 (hack/catalog.Dockerfile), as OLM's images do.
+    image_map.add(image_map.path(state_dir),
+                  {image_map.repository(image): image_map.pulled(OLM_USER)})
     (state_dir / CATALOG_LINK).unlink(missing_ok=True)
     api.apply(f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/catalogsources/{CATALOG_SOURCE}",
               catalog_source(image), "devcluster")

@@ -5,6 +5,16 @@
 #                                   kwok nodes, the pod runner, and every CRD the operator needs
 #   hack/local-cluster.sh up --olm  the same with OLM instead of the CRDs (OLM installs them
 #                                   from the bundle; docs/olm.md)
+#   hack/local-cluster.sh up --olm --images
+#                                   the same, OLM installing from images as on a cluster: a
+#                                   registry at 127.0.0.1:5000 in the namespace (storage
+#                                   ~/.cache/eso-operator/registry; `down` stops it), the
+#                                   images of hack/publish-images.sh pushed to it (the
+#                                   operator image of `make image` first), OLM running its
+#                                   util and opm images, the CatalogSource naming the catalog
+#                                   image; the operator, bundle and catalog images run with
+#                                   podman. Then apply only the Namespace, OperatorGroup and
+#                                   Subscription (docs/olm.md)
 #   hack/local-cluster.sh up --openshift
 #                                   the same, serving OpenShift's config API too (APIServer
 #                                   and Proxy, with their `cluster` objects); with --olm too,
@@ -37,10 +47,17 @@ if [ "${1:-}" = up ] && [[ " ${*:2} " == *" --olm "* ]]; then
   bash "$ROOT/hack/build-tool.sh" olm >/dev/null
   bash "$ROOT/hack/build-tool.sh" opm >/dev/null
 fi
+if [ "${1:-}" = up ] && [[ " ${*:2} " == *" --images "* ]]; then
+  # The tool images hack/publish-images.sh pushes (built once per change of their inputs).
+  bash "$ROOT/hack/opm-base-image.sh" >/dev/null
+  bash "$ROOT/hack/olm-util-image.sh" >/dev/null
+fi
 STATE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/local-cluster/$NETNS
 PREVIOUS=$STATE_DIR/previous  # the previous release's worktree, for `catalog previous`
 
-in_ns() { ip netns exec "$NETNS" env PATH="$BIN_DIR:$PATH" PYTHONPATH="$ROOT" "$@"; }
+# nsenter, not `ip netns exec`: that one mounts a fresh /sys, without the cgroup mounts the
+# container runtime needs (podman: "runc create failed: no cgroup mount found in mountinfo").
+in_ns() { nsenter --net="/run/netns/$NETNS" -- env PATH="$BIN_DIR:$PATH" PYTHONPATH="$ROOT" "$@"; }
 
 case "${1:-}" in
   up)
@@ -81,5 +98,5 @@ case "${1:-}" in
       PYTHONPATH="$ROOT" "$PY" -m devcluster down --dir "$STATE_DIR"
     fi
     ;;
-  *) echo "usage: $0 up [--olm] [--openshift] [--olm-interval D]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--olm [--images]] [--openshift] [--olm-interval D]|catalog RELEASE...|env|exec CMD...|down" >&2; exit 2 ;;
 esac

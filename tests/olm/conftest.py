@@ -133,10 +133,7 @@ class OlmCluster:
         """Serve `built` from its catalog image `image` (a reference in a registry): the
         CatalogSource names the image, OLM runs it as a registry pod, and the pod runner runs
         that pod from the image with podman (test_catalog_image.py)."""
-        # The repository, as a node has it: whatever reference the pod names is pulled.
-        image_map.add(self.simulated.images_file, {
-            **catalog.images(built.releases),
-            image_map.repository(image): image_map.pulled(olm.OLM_USER)})
+        image_map.add(self.simulated.images_file, catalog.images(built.releases))
         await asyncio.to_thread(olm.publish_image, self.simulated.api, self.simulated.workdir,
                                 image)
 
