@@ -159,12 +159,13 @@ def run(args: argparse.Namespace) -> int:
 def runner(args: argparse.Namespace) -> int:
     api = _admin(args.dir)
     pods = PodRunner(api, args.dir, image_map.path(args.dir), *api.address)
-    stop = threading.Event()
     import signal  # noqa: PLC0415 (only the runner process handles signals)
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM interrupts the pod watch's blocking read as Ctrl-C does; an event set by a
+    # handler would be seen only at the next pod event, and `stop` would wait its 15 s out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        pods.run(stop)
+        pods.run(threading.Event())
     except KeyboardInterrupt:
         pods.stop_all()
     return 0

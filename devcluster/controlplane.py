@@ -337,12 +337,18 @@ def _alive(pid: int) -> bool:
     try:
         finished, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:  # not our child (a detached `cluster up`): probe it
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return _running(pid)
     return finished == 0
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` exists and has not exited. An exited process whose new parent does not
+    reap it (an init that is no init, as in some sandboxes) stays a zombie: it has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state follows "(comm)"
 
 
 def _terminate(pid: int, timeout: float) -> None:
