@@ -378,6 +378,16 @@ class Container:
         self.state = {"running": {"startedAt": now()}}
         self.ready = not self.init and spec.readiness.kind == "none"
 
+    def crashed(self, moment: float) -> float:
+        """Count the end of a run that will be restarted; the back-off before the restart.
+        A run that never reached running (podman could not create the container) lasted no
+        time: it continues the crash loop, it does not end it."""
+        ran = moment - self.started_at if "running" in self.state else 0.0
+        self.restarts += 1
+        self.crashes_in_a_row = (1 if ran >= BACKOFF_RESET_SECONDS
+                                 else self.crashes_in_a_row + 1)
+        return restart_delay(self.crashes_in_a_row)
+
     @property
     def succeeded(self) -> bool:
         return bool(self.state.get("terminated", {}).get("exitCode") == 0)
@@ -609,12 +619,8 @@ class PodSupervisor(threading.Thread):
             container.ready = container.init and code == 0
             container.restart_at = float("inf")
             return
+        delay = container.crashed(time.monotonic())
         container.last_state = {"terminated": terminated}
-        container.restarts += 1
-        ran = time.monotonic() - container.started_at
-        container.crashes_in_a_row = 1 if ran >= BACKOFF_RESET_SECONDS else (
-            container.crashes_in_a_row + 1)
-        delay = restart_delay(container.crashes_in_a_row)
         container.restart_at = time.monotonic() + delay
         if delay:
             container.waiting("CrashLoopBackOff",

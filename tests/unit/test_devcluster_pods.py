@@ -10,6 +10,7 @@ import pytest
 from devcluster import images, pods
 from devcluster.api import ApiError
 from devcluster.runner import (
+    BACKOFF_RESET_SECONDS,
     Container,
     Volumes,
     exit_code,
@@ -165,6 +166,24 @@ def test_a_killed_process_reports_128_plus_the_signal_as_a_runtime_does() -> Non
 
 def test_the_first_crash_restarts_at_once_and_a_loop_backs_off_as_a_kubelet_does() -> None:
     assert [restart_delay(n) for n in range(1, 9)] == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_a_container_that_never_starts_backs_off_too() -> None:
+    """podman failing to create the container ends each run before it was running: a loop
+    of those backs off like any crash loop (it used to count as a long run, restarting at
+    once, hundreds of times a minute)."""
+    never = Container({"name": "registry-server"})
+    assert [never.crashed(moment) for moment in (1000.0, 1001.0, 1003.0)] == [0.0, 1.0, 2.0]
+    assert never.restarts == 3
+
+
+def test_a_long_run_ends_the_crash_loop() -> None:
+    long_lived = Container({"name": "webhook"}, crashes_in_a_row=5, started_at=100.0,
+                           state={"running": {"startedAt": "then"}})
+    assert long_lived.crashed(100.0 + BACKOFF_RESET_SECONDS) == 0.0
+    short_lived = Container({"name": "webhook"}, crashes_in_a_row=5, started_at=100.0,
+                            state={"running": {"startedAt": "then"}})
+    assert short_lived.crashed(101.0) == restart_delay(6)
 
 
 def test_a_pre_stop_sleep_is_read_and_other_hooks_are_not() -> None:
