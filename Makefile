@@ -39,6 +39,7 @@ help:
 	@echo "make previous-image  build the previous release's operator image (hack/upgrade-test.sh image)"
 	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
 	@echo "make push-images   operator, bundle and catalog images, by digest, to a loopback registry"
+	@echo "                   (and OLM's util and opm images); make catalog-image is the same"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
@@ -151,9 +152,13 @@ previous-image:
 # The operator, bundle and catalog images, and OLM's util and opm images, pushed by digest to
 # a registry on loopback, in a network namespace of their own (hack/publish-images.sh; the
 # registry's storage stays in ~/.cache/eso-operator/registry); prints the five references.
-.PHONY: push-images
+.PHONY: push-images catalog-image
 push-images: image
 	$(NETNS_RUN) env IMG=$(IMG) hack/publish-images.sh
+
+# The catalog image names the bundle image by digest, which names the operator image by
+# digest: they are built and pushed as one chain, push-images.
+catalog-image: push-images
 
 bundle-image: bundle
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make bundle-image needs podman or docker"; exit 1; }
