@@ -41,7 +41,7 @@ from pathlib import Path
 from devcluster import catalog, controlplane, crds, olm, published
 from devcluster import images as image_map
 from devcluster.api import Api
-from devcluster.cluster import SimulatedCluster
+from devcluster.cluster import POD_CIDR, SimulatedCluster
 from devcluster.runner import PodRunner
 
 # Where an operator run here serves its metrics (manager run reads $METRICS_ADDR): loopback
@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", action="store_true",
                         help="for up --olm: OLM installs from the images that "
                              "hack/publish-images.sh pushes to a registry in the cluster")
+    parser.add_argument("--pod-cidr", default=POD_CIDR,
+                        help="for up: the pods' addresses (two clusters in one network "
+                             "namespace need different ones)")
     parser.add_argument("--openshift", action="store_true",
                         help="for up: serve OpenShift's config API (config.openshift.io/v1)")
     parser.add_argument("--olm-interval", default=None,
@@ -89,7 +92,8 @@ def up(args: argparse.Namespace) -> int:
     controlplane.require_loopback_only_network()
     # With --images, OLM starts once the images it runs are in the registry (published.py).
     cluster = SimulatedCluster(args.dir, detached=True, olm=args.olm and not args.images,
-                               openshift=args.openshift, olm_interval=args.olm_interval)
+                               openshift=args.openshift, olm_interval=args.olm_interval,
+                               pod_cidr=args.pod_cidr)
     cluster.start()
     if not args.olm:  # with OLM, the CRDs come from the bundle
         crds.install(cluster.api, crds.all_crds())

@@ -34,7 +34,7 @@ from devcluster.registry import BINARY
 from manager.kube import Kube
 from manager.paths import REPO_ROOT
 from tests.images.test_operator_image import podman
-from tests.olm.conftest import OlmCluster
+from tests.olm.conftest import POD_CIDR, OlmCluster
 from tests.olm.test_catalog_image import (
     CATALOG_SOURCE,
     registry_container,
@@ -58,7 +58,8 @@ def devcluster(*args: str) -> subprocess.CompletedProcess[str]:
 
 def others_in_this_network_namespace() -> dict[int, str]:
     """Every other process in this network namespace (hack/netns-run.sh's own), by pid: its
-    command line."""
+    command line. In a whole test run that includes the session's own cluster, which the
+    test leaves out by what ran before `up`."""
     mine, found = os.stat("/proc/self/ns/net").st_ino, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -74,8 +75,9 @@ async def up(directory: Path, workdir: Path) -> tuple[OlmCluster, dict[str, str]
     """`up --olm --images`; the cluster as the administrator sees it, and the published
     images by name."""
     started = time.monotonic()
+    # The pods' addresses of this module's clusters: the session's cluster may be running.
     result = await asyncio.to_thread(devcluster, "up", "--olm", "--images", "--dir",
-                                     str(directory))
+                                     str(directory), "--pod-cidr", POD_CIDR)
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}"
     images = dict(REFERENCE.findall(result.stderr))
@@ -117,11 +119,14 @@ async def subscribed_and_installed(cluster: OlmCluster, images: dict[str, str]) 
           "bundle and opm from their images")
 
 
-async def down_leaves_nothing(cluster: OlmCluster, directory: Path) -> None:
+async def down_leaves_nothing(cluster: OlmCluster, directory: Path,
+                              before: dict[int, str]) -> None:
     """`down` stops the registry with the rest: nothing answers at its address, no process
-    of the cluster or container is left in this network namespace, no container state."""
+    of the cluster or container is left in this network namespace (of those that were not
+    there `before` it), no container state."""
     assert published.REGISTRY_PROCESS in cluster.simulated.plane.pids
-    assert others_in_this_network_namespace(), "the cluster runs nothing here?"
+    assert others_in_this_network_namespace().keys() - before.keys(), \
+        "the cluster runs nothing here?"
     run_root = containers.run_root(directory)
     assert run_root.exists()
     await cluster.kube.close()
@@ -132,7 +137,8 @@ async def down_leaves_nothing(cluster: OlmCluster, directory: Path) -> None:
     assert not answers_ok(f"http://{published.REGISTRY}/v2/")
 
     async def nothing_left() -> None:
-        left = others_in_this_network_namespace()
+        left = {pid: command for pid, command in others_in_this_network_namespace().items()
+                if before.get(pid) != command}
         assert not left, left
 
     await eventually(nothing_left, 10, what="no process left in the network namespace")
@@ -149,10 +155,11 @@ async def test_administrator_subscribes_and_olm_installs_from_images(olm_workdir
         required(f"{BINARY} is not installed (apt-get install docker-registry)")
     controlplane.require_loopback_only_network()
     directory = olm_workdir / "local-cluster"
+    before = others_in_this_network_namespace()
     try:
         cluster, images = await up(directory, olm_workdir)
         await subscribed_and_installed(cluster, images)
-        await down_leaves_nothing(cluster, directory)
+        await down_leaves_nothing(cluster, directory, before)
         print(f"\n`up --olm --images`, subscribe, install, `down`:\n{cluster.timeline()}")
     finally:  # `down` again is harmless; after a failure it stops what `up` started
         await asyncio.to_thread(devcluster, "down", "--dir", str(directory))
