@@ -110,7 +110,8 @@ csv_name=$(printf '%s' "$rendered" | python3 -c 'import json, sys; print(json.lo
 } >"$work/catalog/configs/$package/catalog.json"
 "$OPM" validate "$work/catalog/configs"
 catalog_tag=localhost/external-secrets-operator-catalog:v$VERSION
-build "$catalog_tag" --build-arg "BASE_IMAGE=$(hack/opm-base-image.sh)" -f hack/catalog.Dockerfile \
+opm_base=$(bash hack/opm-base-image.sh)  # the catalog's base, and OLM's opm image below
+build "$catalog_tag" --build-arg "BASE_IMAGE=$opm_base" -f hack/catalog.Dockerfile \
   "$work/catalog"
 catalog=$(push "$catalog_tag" "external-secrets-operator-catalog:v$VERSION")
 log "catalog image: $catalog ($(size "$catalog_tag"))"
@@ -120,8 +121,7 @@ pinned() { PYTHONPATH=$REPO "$PY" -c "from manager import versions; print(versio
 util_tag=$(bash hack/olm-util-image.sh)
 util=$(push "$util_tag" "operator-framework/olm:$(pinned OLM_VERSION)")
 log "OLM util image: $util ($(size "$util_tag"))"
-opm_tag=$(hack/opm-base-image.sh)
-opm=$(push "$opm_tag" "operator-framework/opm:$(pinned OPM_VERSION)")
-log "opm image: $opm ($(size "$opm_tag"))"
+opm=$(push "$opm_base" "operator-framework/opm:$(pinned OPM_VERSION)")
+log "opm image: $opm ($(size "$opm_base"))"
 
 printf '%s\n' "$operator" "$bundle" "$catalog" "$util" "$opm"
