@@ -76,7 +76,7 @@ prereqs: prereqs-cluster
 test: venv prereqs
 	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
 	  CONTAINER_TOOL=podman; else echo "podman is not installed: tests/images will skip"; fi
-	$(NETNS_RUN) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	PYTEST_ARGS="$(PYTEST_ARGS)" $(PY) hack/run-tests.py
 
 # The image smoke test alone (tests/images): `make image`, then the image run as the
 # Deployment runs it, against the simulated cluster.

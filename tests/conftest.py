@@ -137,7 +137,27 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _skips_fail_under_ci(session)
+    _write_disruption_results(session)
+
+
+def _skips_fail_under_ci(session: pytest.Session) -> None:
+    """Under CI=true a skipped test fails the run: CI installs everything every test needs, so
+    a skip there is a test that did not run, and a green run must not hide it."""
+    if os.environ.get("CI") != "true" or session.exitstatus not in (0, 5):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = [r for r in (reporter.stats.get("skipped", []) if reporter else [])
+               if getattr(r, "skipped", False)]
+    if skipped:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        names = ", ".join(sorted({r.nodeid for r in skipped}))
+        reporter.write_line(f"CI=true: {len(skipped)} skipped tests fail the run: {names}",
+                            red=True)
+
+
+def _write_disruption_results(session: pytest.Session) -> None:
     """With DISRUPTION_RESULTS=PATH (`make bench-disruption`), a session that passed writes the
     figures its disruption scenarios measured to PATH (tests/disruption/figures.py)."""
     path = os.environ.get("DISRUPTION_RESULTS")
@@ -147,9 +167,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from manager import versions  # noqa: PLC0415
     from tests.disruption import figures  # noqa: PLC0415
 
-    if exitstatus != 0 or not figures.FIGURES:
+    if session.exitstatus != 0 or not figures.FIGURES:
         print(f"\n{path} not written: "
-              + ("the session did not pass" if exitstatus != 0 else "no scenario measured"))
+              + ("the session did not pass" if session.exitstatus != 0 else "no scenario measured"))
         return
     figures.write_results(Path(path), kube_version=str(_SESSION["version"]
                                                        or versions.KUBE_VERSION),
