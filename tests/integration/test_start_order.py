@@ -116,21 +116,30 @@ async def test_a_watch_waiting_for_its_kind_asks_the_server_not_discoverys_memor
         kube: Kube, monkeypatch: pytest.MonkeyPatch) -> None:
     """Discovery remembers an absent kind for ABSENT_TTL; a watch rechecking after its CRD
     appeared must not be answered from that memory (it was, for 5 s: the race above).
-    No rediscover() here, so only the watch's own rechecks can find the kind."""
+    No rediscover() here, so only the watch's own rechecks can find the kind. The kind is
+    served before the watch starts: its rechecks stop at 8 s (then only a CRD event wakes
+    it), so a server slow to publish the kind must not decide the outcome."""
     monkeypatch.setattr(discovery_module, "ABSENT_TTL", 3600.0)  # the memory outlives the test
     crd = _probe_crd()
     discovery = Discovery(kube)
     assert await discovery.resolve(PROBE_API, "Probe") is None  # remembered as absent
     events: list[str] = []
     watcher = Watcher(kube, discovery, lambda _spec, reason: events.append(reason))
-    watcher.set_specs([WatchSpec(PROBE_API, "Probe")])
     try:
         await install_crds(kube, [crd], field_manager="integration-tests")
+
+        async def served() -> None:
+            resources = await kube.request("GET", f"/apis/{PROBE_API}")
+            assert any(r["kind"] == "Probe" for r in resources["resources"]), resources
+
+        await eventually(served, timeout=30, what="the server to serve Probe")
+        assert await discovery.resolve(PROBE_API, "Probe") is None  # still remembered absent
+        watcher.set_specs([WatchSpec(PROBE_API, "Probe")])
 
         async def listed() -> None:
             assert any(reason.startswith("listed Probe") for reason in events), events
 
-        await eventually(listed, timeout=30)  # rechecks stop doubling at 8 s
+        await eventually(listed, timeout=5)  # the first recheck, 0.25 s in, asks the server
     finally:
         await watcher.stop()
         await kube.delete(f"{CRD_COLLECTION}/{crd['metadata']['name']}")
