@@ -16,7 +16,7 @@ IMG ?= quay.io/external-secrets-operator/external-secrets-operator:v$(shell sed 
 BUNDLE_IMG ?= $(IMG)-bundle
 CONTAINER_TOOL ?= $(shell command -v podman || command -v docker)
 
-.PHONY: help venv prereqs prereqs-cluster test test-unit run demo render cluster-up cluster-down lint \
+.PHONY: help venv prereqs prereqs-cluster prereqs-suites prereqs-olm test test-unit run demo render cluster-up cluster-down lint \
 	generate verify bundle bundle-validate refresh-core-schemas update-golden bench \
 	image bundle-image e2e-kind clean
 
@@ -59,23 +59,34 @@ prereqs-cluster:
 	bash hack/build-tool.sh external-secrets >/dev/null
 	hack/fetch-crds.sh >/dev/null
 
-# Everything the tests use besides: cert-manager, promtool, the bundle validator, OLM, opm and
-# grpc_health_probe (the catalog image's), the previous release's environment.
-prereqs: prereqs-cluster
+# What the cluster suites use besides: cert-manager, promtool, the bundle validator, the
+# previous release's environment.
+prereqs-suites: prereqs-cluster
 	bash hack/build-tool.sh cert-manager >/dev/null
 	bash hack/build-tool.sh promtool >/dev/null
 	hack/validate-bundle.sh --build >/dev/null
+	bash hack/upgrade-test.sh venv >/dev/null
+
+# What only the OLM suites use: OLM, opm and grpc_health_probe (the catalog image's).
+prereqs-olm:
 	bash hack/build-tool.sh olm >/dev/null
 	bash hack/build-tool.sh opm >/dev/null
 	bash hack/build-tool.sh grpc-health-probe >/dev/null
-	bash hack/upgrade-test.sh venv >/dev/null
+
+prereqs: prereqs-suites prereqs-olm
 
 # The operator image for tests/images, and the previous release's for
 # tests/olm/test_upgrade_image.py, built (outside the network namespace: the wheels and the
 # base need the package indexes) wherever podman is installed; elsewhere those tests skip.
-test: venv prereqs
+.PHONY: test-images-built
+test-images-built:
 	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
 	  CONTAINER_TOOL=podman; else echo "podman is not installed: tests/images will skip"; fi
+
+# hack/run-tests.py: unit, then the cluster suites beside the OLM and image suites (whose lane
+# first builds OLM's tools and the images, outside its network namespace, while the cluster
+# suites already run), then the tests marked timing.
+test: venv prereqs-suites
 	PYTEST_ARGS="$(PYTEST_ARGS)" $(PY) hack/run-tests.py
 
 # The image smoke test alone (tests/images): `make image`, then the image run as the
@@ -205,8 +216,5 @@ bench-disruption: venv prereqs
 # The operator images first: test_install_image.py installs the current one from a loopback
 # registry, test_upgrade_image.py the previous release's, then upgrades to the current one.
 .PHONY: test-olm
-test-olm: venv prereqs
-	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
-	  CONTAINER_TOOL=podman; \
-	else echo "podman is not installed: the image tests of tests/olm will skip"; fi
+test-olm: venv prereqs test-images-built
 	$(NETNS_RUN) $(VENV)/bin/pytest tests/olm $(PYTEST_ARGS)

@@ -1,17 +1,19 @@
-"""Run the whole test suite in phases, as `make test` and CI do.
+"""Run the whole test suite, as `make test` and CI do: two lanes side by side, each pytest
+process in a network namespace of its own (only `lo`; the unit tests need none).
 
-1. `unit`: no cluster; a broken build shows here within a minute.
-2. `clusters`: two pytest processes side by side, each in a network namespace of its own
-   (only `lo`): the session's simulated cluster with the api, integration, resilience, e2e
-   and upgrade suites; and the OLM and image suites, which start clusters of their own and
-   mostly wait on OLM's intervals and on podman.
-3. `timing`: the tests marked `timing` (bounds on refused admissions, sync gaps, takeovers),
-   alone on the machine, so that a busy neighbour cannot make them fail or pass by luck.
+- `unit` (no cluster: a broken build shows within a minute), then `cluster`: the session's
+  simulated cluster with the api, integration, resilience, e2e and upgrade suites;
+- OLM's tools and the images built (outside the namespace: builds reach the package
+  indexes), then `olm`: the OLM and image suites, which start clusters of their own and
+  mostly wait on OLM's intervals and on podman; then `timing`: the tests marked `timing`
+  (bounds on refused admissions, sync gaps, takeovers), after the OLM suites' cluster
+  starts, image builds and pulls, the busiest neighbours (the samplers fail a run whose
+  event loop was starved: tests/samplers.py).
 
-Each run prints its lines with its name in front, a timestamp per phase and its slowest
-tests; the closing line adds up every run (from their JUnit reports). The exit status is
-non-zero if any run failed. PYTEST_ARGS (split like a shell would) goes to every run;
-`--only NAME` runs one of them.
+Each run prints its lines with its name in front, a timestamp at each start and end and its
+slowest tests; the closing line adds up every run (from their JUnit reports). The exit
+status is non-zero if any run failed. PYTEST_ARGS (split like a shell would) goes to every
+run; `--only NAME` runs one of them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,13 +46,20 @@ class Run:
     paths: list[str]
     marker: str = ""
     netns: bool = True
+    before: tuple[str, ...] = ()
+    """A command run first, outside the network namespace (builds reach the package
+    indexes); its failure fails the run."""
 
 
-PHASES: list[tuple[str, list[Run]]] = [
-    ("unit", [Run("unit", ["tests/unit"], netns=False)]),
-    ("clusters", [Run("cluster", CLUSTER_SUITES, "not timing"),
-                  Run("olm", OLM_SUITES, "not timing")]),
-    ("timing", [Run("timing", [*CLUSTER_SUITES, *OLM_SUITES], "timing")]),
+# OLM's tools and the images, built while the cluster suites already run (cold: minutes).
+OLM_PREREQS = ("make", "--no-print-directory", "prereqs-olm", "test-images-built")
+
+
+# The lanes run side by side, the runs of a lane one after another.
+LANES: list[list[Run]] = [
+    [Run("unit", ["tests/unit"], netns=False), Run("cluster", CLUSTER_SUITES, "not timing")],
+    [Run("olm", OLM_SUITES, "not timing", before=OLM_PREREQS),
+     Run("timing", [*CLUSTER_SUITES, *OLM_SUITES], "timing")],
 ]
 
 
@@ -60,12 +69,22 @@ class Outcome:
     failed: int = 0
     skipped: int = 0
     returncode: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Time spent per suite (tests/<suite>), fixtures included: what balances the lanes."""
 
     def add(self, other: Outcome) -> None:
         self.passed += other.passed
         self.failed += other.failed
         self.skipped += other.skipped
         self.returncode = self.returncode or other.returncode
+        for suite, seconds in other.seconds.items():
+            self.seconds[suite] = self.seconds.get(suite, 0.0) + seconds
+
+    def __str__(self) -> str:
+        suites = ", ".join(f"{suite} {seconds:.0f} s" for suite, seconds in
+                           sorted(self.seconds.items(), key=lambda item: -item[1]))
+        return (f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+                + (f" ({suites})" if suites else ""))
 
 
 def now() -> str:
@@ -85,55 +104,75 @@ def counted(report: Path, returncode: int) -> Outcome:
     if not report.exists():
         return Outcome(failed=1, returncode=returncode or 1)
     outcome = Outcome(returncode=returncode)
-    for suite in ET.parse(report).getroot().iter("testsuite"):  # noqa: S314 (pytest's own)
-        tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
-        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+    root = ET.parse(report).getroot()  # noqa: S314 (written by our own pytest)
+    for testsuite in root.iter("testsuite"):
+        tests, skipped = int(testsuite.get("tests", 0)), int(testsuite.get("skipped", 0))
+        failed = int(testsuite.get("failures", 0)) + int(testsuite.get("errors", 0))
         outcome.passed += tests - skipped - failed
         outcome.failed += failed
         outcome.skipped += skipped
+    for case in root.iter("testcase"):  # classname: tests.<suite>.test_module[.Class]
+        parts = case.get("classname", "").split(".")
+        suite = parts[1] if len(parts) > 2 else "?"
+        outcome.seconds[suite] = outcome.seconds.get(suite, 0.0) + float(case.get("time", 0))
     # pytest's 5 is "no tests collected": a marker that selects nothing is no failure.
     if returncode == 5 and outcome.failed == 0:
         outcome.returncode = 0
     return outcome
 
 
-async def execute(run: Run, reports: Path, extra: list[str], prefix: bool) -> Outcome:
-    report = reports / f"{run.name}.xml"
-    started = time.monotonic()
+async def relay(run: Run, args: list[str], prefix: bool) -> int:
+    """Run `args`, its output line by line under the run's name; its exit status."""
     process = await asyncio.create_subprocess_exec(
-        *command(run, report, extra), cwd=ROOT, stdin=asyncio.subprocess.DEVNULL,
+        *args, cwd=ROOT, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert process.stdout is not None
     label = f"[{run.name}] " if prefix else ""
     async for line in process.stdout:
         sys.stdout.write(label + line.decode(errors="replace"))
         sys.stdout.flush()
-    returncode = await process.wait()
+    return await process.wait()
+
+
+async def execute(run: Run, reports: Path, extra: list[str], prefix: bool) -> Outcome:
+    report = reports / f"{run.name}.xml"
+    started = time.monotonic()
+    if run.before and await relay(run, list(run.before), prefix) != 0:
+        print(f"== {now()} {run.name}: `{' '.join(run.before)}` failed", flush=True)
+        return Outcome(failed=1, returncode=1)
+    print(f"== {now()} {run.name} starts: pytest {' '.join(run.paths)}"
+          + (f" -m '{run.marker}'" if run.marker else ""), flush=True)
+    returncode = await relay(run, command(run, report, extra), prefix)
     outcome = counted(report, returncode)
-    print(f"== {now()} {run.name}: {outcome.passed} passed, {outcome.failed} failed, "
-          f"{outcome.skipped} skipped in {time.monotonic() - started:.0f} s "
-          f"(exit {returncode})", flush=True)
+    print(f"== {now()} {run.name} ends after {time.monotonic() - started:.0f} s, exit "
+          f"{returncode}: {outcome}", flush=True)
+    return outcome
+
+
+async def lane(runs: list[Run], reports: Path, extra: list[str], prefix: bool) -> Outcome:
+    outcome = Outcome()
+    for run in runs:
+        outcome.add(await execute(run, reports, extra, prefix))
     return outcome
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=[r.name for _, runs in PHASES for r in runs])
+    parser.add_argument("--only", choices=[run.name for runs in LANES for run in runs])
     options = parser.parse_args()
     extra = shlex.split(os.environ.get("PYTEST_ARGS", ""))
+    lanes = [[r for r in runs if options.only in (None, r.name)] for runs in LANES]
+    lanes = [runs for runs in lanes if runs]
     total = Outcome()
     started = time.monotonic()
+    print(f"== {now()} lanes: " + " | ".join(" then ".join(r.name for r in runs)
+                                             for runs in lanes), flush=True)
     with tempfile.TemporaryDirectory(prefix="eso-tests-") as directory:
-        for phase, planned in PHASES:
-            runs = [r for r in planned if options.only in (None, r.name)]
-            if not runs:
-                continue
-            print(f"== {now()} phase {phase}: {', '.join(r.name for r in runs)}", flush=True)
-            outcomes = await asyncio.gather(*(execute(run, Path(directory), extra,
-                                                      prefix=len(runs) > 1) for run in runs))
-            for outcome in outcomes:
-                total.add(outcome)
-    print(f"== {now()} all phases in {time.monotonic() - started:.0f} s")
+        for outcome in await asyncio.gather(*(lane(runs, Path(directory), extra,
+                                                   prefix=len(lanes) > 1) for runs in lanes)):
+            total.add(outcome)
+    print(f"== {now()} all lanes in {time.monotonic() - started:.0f} s")
+    print(f"== per suite: {total}")
     print(f"total: {total.passed} passed, {total.failed} failed, {total.skipped} skipped")
     return total.returncode
 
