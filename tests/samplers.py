@@ -2,10 +2,14 @@
 
 `AdmissionSampler` stands for every team's writes: every ExternalSecret and SecretStore write
 goes through the operand's validating webhook (failurePolicy Fail by default), so a webhook
-that is down or untrusted refuses them all. It asks the API server every `interval` for a
-server-side dry-run create of a SecretStore (the webhook is called, nothing is stored) and
-counts the refusals, with their answers, and the longest stretch during which every attempt
-was refused.
+that is down or untrusted refuses them all. It asks the API server for server-side dry-run
+creates of a SecretStore (the webhook is called, nothing is stored) on a fixed schedule, from
+one or more staggered streams, and counts the refusals, with their answers, and the longest
+stretch during which every attempt was refused. "0 refused" is a figure only if the sampler
+could see: it proves at both ends of its window and with every tenth attempt that its
+requests reach the webhook (the webhook must refuse a store only it refuses), and fails
+unless at least half the attempts its rate promises were answered and it never went longer
+than `MAX_START_INTERVAL` without starting one.
 
 `SyncSampler` watches one synced Secret (a Secret that external-secrets writes from its
 store) from `start()` to `stop()` and reports every deletion and every version without its
@@ -34,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
+import math
 import re
 import time
 from collections import Counter
@@ -233,68 +239,287 @@ URL = re.compile(r'"https?://[^"]*"')  # the webhook's URL in an answer: the sam
 STORE = {"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
          "metadata": {"name": "admission-sample"},
          "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}}}
+# A store only the webhook refuses (the CRD's schema allows an empty value; the fake
+# provider's validation does not): its refusal proves the request reached the webhook.
+REFUSED_STORE = {**STORE, "spec": {"provider": {"fake": {"data": [{"key": "k", "value": ""}]}}}}
+MAX_START_INTERVAL = 0.3
+"""The longest a sampler may go without starting an attempt. A refusal window shorter than
+the spacing of attempts can pass unseen; a longer pause means that the sampler was not
+sampling (its event loop blocked by a synchronous call, or every task waiting for answers)."""
+MIN_ATTEMPT_SHARE = 0.5
+"""The share of the attempts its rate promises over the window that must be answered."""
+PROBE_EVERY = 10
+"""Every tenth attempt is a probe: the store only the webhook refuses. Its refusal by the
+webhook proves, all through the window, that the attempts reach the webhook; a probe the API
+server admits means nothing checked it (a configuration that stopped matching, or
+`failurePolicy: Ignore` while the webhook is down)."""
+WEBHOOK_DENIAL = re.compile(r"admission webhook .* denied the request")
+KEEPALIVE_RACE = re.compile(
+    r"failed to call webhook: Post <url>: (?:EOF|http: server closed idle connection|"
+    r"(?:read tcp \S+: (?:read: )?)?(?:use of closed network connection|"
+    r"connection reset by peer))$")
+"""A refusal no rendering prevents: kube-apiserver sent the admission over a pooled
+keep-alive connection to a webhook process at the moment that process, stopping after its
+preStop, closed its idle connections (Go's `Server.Shutdown`). The POST is not retried
+(not idempotent). Each costs one request; the stretch of refusals stays within
+`KEEPALIVE_RACE_GAP`. docs/resilience.md, "What no rendering prevents"."""
+KEEPALIVE_RACE_GAP = 0.25
+"""The longest run of refusals (seconds) that single keep-alive races can make: at an attempt
+every 33 ms, a few attempts. An endpoint that stayed in the Service, a pod without preStop,
+a missing budget cost seconds and answer otherwise ("no endpoints available", "connection
+refused")."""
+MAX_IN_FLIGHT = 64
+"""Attempts waiting for an answer at once, at most. kube-apiserver, while it starts, accepts
+connections and answers nothing for 0.6 s, 1.7 s on a loaded machine: at an attempt every
+33 ms that is 18 to 51 in flight, more than the operator's client allows (16); `own_client`
+makes room for them."""
 
 
 @dataclass
 class AdmissionFigures:
+    """Counts and times of one sampling window. The sampler reports each attempt's start and
+    answer with `time.monotonic()`; the arithmetic is here, apart from the requests."""
+
     attempts: int = 0
+    """Attempts answered in the window: admitted, refused, or probes (`PROBE_EVERY`)."""
     refused: int = 0
+    """Attempts the API server refused without the webhook deciding (it was not reached, or
+    did not answer): what a team's write would have suffered."""
+    checked: int = 0
+    """Probes the webhook itself refused: the webhook decided."""
+    unchecked: int = 0
+    """Probes the API server admitted: nothing checked them."""
     answers: Counter[str] = field(default_factory=Counter)
     longest_gap: float = 0.0
     """Seconds from the first refusal of a run of refusals to the next admission."""
+    largest_interval: float = 0.0
+    """The longest time without an attempt starting: between two consecutive starts, from
+    the window's opening to the first start, and from the last start to its close."""
+    window: float = 0.0
+    """Seconds from the window's opening to its close."""
+    rate: float = 0.0
+    """Attempts per second the sampler aims at (all its tasks together)."""
+    last_admitted: float | None = None
+    """When (time.monotonic) the last admission was answered."""
+    last_checked: float | None = None
+    """When (time.monotonic) the webhook last refused a probe."""
+    _opened: float | None = field(default=None, repr=False)
+    _last_start: float | None = field(default=None, repr=False)
+    _refused_since: float | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         answers = "; ".join(f"{n}x {text}" for text, n in self.answers.most_common(3))
         return (f"{self.refused} of {self.attempts} admissions refused, longest gap "
-                f"{self.longest_gap:.2f} s" + (f" ({answers})" if answers else ""))
+                f"{self.longest_gap:.2f} s" + (f" ({answers})" if answers else "")
+                + f"; at most {self.largest_interval:.2f} s between attempts"
+                + (f" in {self.window:.1f} s" if self.window else " so far")
+                + f"; {self.checked} probes refused by the webhook, {self.unchecked} admitted")
+
+    def open(self, now: float, rate: float) -> None:
+        self._opened = self._last_start = now
+        self.rate = rate
+
+    def started(self, now: float) -> None:
+        """An attempt starts (it counts once answered)."""
+        assert self._last_start is not None, "the window is not open"
+        self.largest_interval = max(self.largest_interval, now - self._last_start)
+        self._last_start = now
+
+    def refused_with(self, now: float, answer: str) -> None:
+        self.attempts += 1
+        self.refused += 1
+        self.answers[answer] += 1
+        if self._refused_since is None:
+            self._refused_since = now
+
+    def admitted(self, now: float) -> None:
+        self.attempts += 1
+        self.last_admitted = now
+        self._gap_ends(now)
+
+    def probe_refused_by_the_webhook(self, now: float) -> None:
+        self.attempts += 1
+        self.checked += 1
+        self.last_checked = now
+        self._gap_ends(now)  # the webhook answered: a write would have been decided
+
+    def probe_admitted(self, now: float) -> None:
+        self.attempts += 1
+        self.unchecked += 1
+        self._gap_ends(now)
+
+    def close(self, now: float) -> None:
+        """The window closes: a gap still open ends here, and so does the last interval."""
+        assert self._opened is not None, "never opened"
+        assert self._last_start is not None
+        self.window = now - self._opened
+        self.largest_interval = max(self.largest_interval, now - self._last_start)
+        self._gap_ends(now)
+
+    def _gap_ends(self, now: float) -> None:
+        if self._refused_since is not None:
+            self.longest_gap = max(self.longest_gap, now - self._refused_since)
+            self._refused_since = None
+
+    def blind_spots(self) -> list[str]:
+        """Why these figures cannot testify: too few attempts answered, too long without one,
+        or probes that nothing checked."""
+        expected = self.window * self.rate
+        problems = []
+        if self.attempts < MIN_ATTEMPT_SHARE * expected:
+            problems.append(f"{self.attempts} attempts answered in {self.window:.1f} s, fewer "
+                            f"than {MIN_ATTEMPT_SHARE:.0%} of the {expected:.0f} its rate "
+                            "promises")
+        if self.largest_interval > MAX_START_INTERVAL:
+            problems.append(f"{self.largest_interval:.2f} s without an attempt (at most "
+                            f"{MAX_START_INTERVAL} s)")
+        if self.unchecked:
+            problems.append(f"{self.unchecked} probes that only the webhook refuses were "
+                            "admitted: the attempts did not reach it")
+        return problems
+
+    def keepalive_races(self) -> int:
+        """Refusals that were the keep-alive race (`KEEPALIVE_RACE`)."""
+        return sum(n for answer, n in self.answers.items() if KEEPALIVE_RACE.search(answer))
+
+    def assert_refused_only_by_keepalive_races(self) -> None:
+        """No admission refused, but for the keep-alive race: every refusal answers so, and
+        none of them joins others into a stretch longer than `KEEPALIVE_RACE_GAP`."""
+        others = {answer: n for answer, n in self.answers.items()
+                  if not KEEPALIVE_RACE.search(answer)}
+        assert not others, f"admissions refused: {others} ({self})"
+        assert self.longest_gap <= KEEPALIVE_RACE_GAP, (
+            f"keep-alive races made a stretch of refusals of {self.longest_gap:.2f} s (at most "
+            f"{KEEPALIVE_RACE_GAP} s: one request each) ({self})")
+
+    def assert_could_see(self) -> None:
+        """Fails unless the sampler sampled densely enough for "N refused" to mean that: a
+        sampler that was starved saw nothing, and its 0 is no figure."""
+        problems = self.blind_spots()
+        assert not problems, f"the admission sampler could not see: {'; '.join(problems)} ({self})"
+
+
+async def webhook_decides(kube: Kube, path: str) -> None:
+    """The webhook answers the sampler's requests: a valid store is admitted, and one that only
+    the webhook refuses is refused by it. Without this, a sampler whose requests no longer
+    reach the webhook (a configuration that stopped matching, `failurePolicy: Ignore` with
+    the webhook gone) would count admissions that nothing checked."""
+    await kube.request("POST", path, body=STORE, query={"dryRun": "All"}, timeout=10)
+    try:
+        await kube.request("POST", path, body=REFUSED_STORE, query={"dryRun": "All"},
+                           timeout=10)
+    except ApiError as error:
+        refusal = error.message
+    else:
+        raise AssertionError(f"the webhook did not refuse an invalid store at {path}: the "
+                             "sampler's requests do not reach it")
+    if not WEBHOOK_DENIAL.search(refusal):
+        raise AssertionError(f"an invalid store was refused, but not by the webhook: {refusal}")
 
 
 class AdmissionSampler:
-    """Dry-run SecretStore creates in `namespace` every `interval` seconds, until stopped."""
+    """Dry-run SecretStore creates in `namespace` until stopped: `concurrency` staggered
+    streams of one attempt every `interval` seconds, so together one attempt every
+    interval/concurrency (a short refusal window is hit more often than by one stream).
 
-    def __init__(self, kube: Kube, namespace: str, interval: float = 0.2):
+    The attempts start on that schedule whether or not earlier ones were answered (each is a
+    task of its own; at most `MAX_IN_FLIGHT` at once): a sampler that waited for each answer
+    would sample least when the server is slowest, as the API server is while it starts,
+    and so miss what happens then.
+
+    The window proves the sampler could see, at both ends and in between: it opens and closes
+    with `webhook_decides`, every `PROBE_EVERY`th attempt is a probe the webhook must refuse,
+    and on a normal exit `AdmissionFigures.assert_could_see` fails when too few attempts were
+    answered, none started for too long, or a probe was admitted. Give it a client of its own
+    (`own_client`)."""
+
+    def __init__(self, kube: Kube, namespace: str, interval: float = 0.2, *,
+                 concurrency: int = 1):
         self.kube = kube
         self.path = f"/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores"
         self.interval = interval
+        self.concurrency = concurrency
         self.figures = AdmissionFigures()
-        self._refused_since: float | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._attempts: set[asyncio.Task[None]] = set()
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._errors: list[BaseException] = []
+        """What ended an attempt other than an answer (a bug, not a refusal)."""
 
     async def __aenter__(self) -> AdmissionSampler:
-        await self.sample()  # admitted before the window opens: a refusal here is no figure
-        assert self.figures.refused == 0, f"refused before sampling began: {self.figures}"
+        await webhook_decides(self.kube, self.path)  # before the window: a refusal is no figure
         self.figures = AdmissionFigures()
-        self._task = asyncio.create_task(self._run())
+        opened = time.monotonic()
+        self.figures.open(opened, self.concurrency / self.interval)
+        self._dispatcher = asyncio.create_task(self._dispatch(opened),
+                                               name="admission sampler")
         return self
 
-    async def __aexit__(self, *_: object) -> None:
-        await stopped(self._task)
-        if self._refused_since is not None:  # still refusing at the end: the gap is open
-            self._gap_ends(time.monotonic())
+    async def __aexit__(self, failed: type[BaseException] | None, *_: object) -> None:
+        running = [self._dispatcher, *self._attempts]
+        for task in running:  # no answer is recorded after this: the window closes now
+            if task is not None:
+                task.cancel()
+        self.figures.close(time.monotonic())
+        for task in running:
+            await stopped(task)
+        if self._errors:
+            raise self._errors[0]
+        if failed is None:
+            self.figures.assert_could_see()
+            await webhook_decides(self.kube, self.path)
 
-    async def sample(self) -> None:
-        """One attempt, counted."""
-        self.figures.attempts += 1
+    async def sample(self, probe: bool = False) -> None:
+        """One attempt, counted when answered; a probe sends the store only the webhook
+        refuses."""
+        self.figures.started(time.monotonic())
         try:
-            await self.kube.request("POST", self.path, body=STORE, query={"dryRun": "All"},
-                                    timeout=10)
+            await self.kube.request("POST", self.path, body=REFUSED_STORE if probe else STORE,
+                                    query={"dryRun": "All"}, timeout=10)
         except ApiError as error:
-            self.figures.refused += 1
+            now = time.monotonic()
+            if probe and WEBHOOK_DENIAL.search(error.message):
+                self.figures.probe_refused_by_the_webhook(now)
+                return
             answer = URL.sub("<url>", error.message)
-            self.figures.answers[f"{error.status} {answer[:240]}"] += 1
-            if self._refused_since is None:
-                self._refused_since = time.monotonic()
+            self.figures.refused_with(now, f"{error.status} {answer[:240]}")
             return
-        if self._refused_since is not None:
-            self._gap_ends(time.monotonic())
+        now = time.monotonic()
+        if probe:
+            self.figures.probe_admitted(now)
+        else:
+            self.figures.admitted(now)
 
-    def _gap_ends(self, now: float) -> None:
-        assert self._refused_since is not None
-        self.figures.longest_gap = max(self.figures.longest_gap, now - self._refused_since)
-        self._refused_since = None
+    async def _dispatch(self, first: float) -> None:
+        """Start an attempt in every slot of the schedule; a slot missed (the event loop was
+        busy, or `MAX_IN_FLIGHT` attempts wait for answers) is skipped, not made up for."""
+        spacing = self.interval / self.concurrency
+        slot = first
+        for number in itertools.count(1):
+            await asyncio.sleep(max(0.0, slot - time.monotonic()))
+            await self._in_flight.acquire()
+            attempt = asyncio.create_task(self.sample(probe=number % PROBE_EVERY == 0))
+            self._attempts.add(attempt)
+            attempt.add_done_callback(self._answered)
+            late = time.monotonic() - slot
+            slot += spacing * max(1, math.ceil(late / spacing))
 
-    async def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            await self.sample()
-            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
+    def _answered(self, attempt: asyncio.Task[None]) -> None:
+        self._attempts.discard(attempt)
+        self._in_flight.release()
+        error = None if attempt.cancelled() else attempt.exception()
+        if error is not None:
+            self._errors.append(error)
+
+
+class _SamplerClient(Kube):
+    def __init__(self, kube: Kube, user_agent: str):
+        super().__init__(kube.credentials, user_agent=user_agent)
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # the operator's client allows 16
+
+
+def own_client(kube: Kube, user_agent: str = "admission-sampler") -> Kube:
+    """A client for an AdmissionSampler: the credentials of `kube`, a session of its own and
+    room for `MAX_IN_FLIGHT` requests, so that the attempts in flight neither wait in the
+    client nor hold up the test's own requests (close it after)."""
+    return _SamplerClient(kube, user_agent)

@@ -7,12 +7,15 @@ module sets how many webhook replicas it wants (`WEBHOOK_REPLICAS` in the module
 
 During each scenario the samplers run and the figures are taken as
 tests/disruption/figures.py says (`measure`): refused admissions, harm to the synced Secret,
-sync gaps, Ready not True, whole again. No synced Secret may ever be harmed; how many
-admissions may be refused is each test's to say (zero with two webhook replicas).
+sync gaps, syncing again, Ready not True or unreadable, whole again. No synced Secret may ever
+be harmed, every figure but the refusals is held to the bounds of the scenario's kind, and no
+pass of the operator may crash (checked after each scenario and when the module ends); how
+many admissions may be refused is each test's to say (zero with two webhook replicas).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,8 +31,10 @@ from tests.disruption import figures
 from tests.disruption.figures import (  # re-exported for the test modules
     FIGURES,
     Figures,
+    Kind,
     Watched,
     admissions_refused,
+    assert_no_admission_refused,
     measure,
 )
 from tests.integration import conftest as integration
@@ -55,7 +60,7 @@ EXTERNAL_SECRETS = f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/ex
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 WEBHOOK_SELECTOR = "app.kubernetes.io/name=external-secrets-webhook"
-__all__ = ["FIGURES", "Figures", "admissions_refused"]
+__all__ = ["FIGURES", "Figures", "Kind", "admissions_refused", "assert_no_admission_refused"]
 
 
 @dataclass
@@ -89,9 +94,13 @@ async def pods(kube: Kube, selector: str) -> list[dict[str, Any]]:
     return [p for p in listing["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def measured(stack: Stack, scenario: str) -> contextlib.AbstractAsyncContextManager[list[str]]:
-    """The disruption in the body, measured (tests/disruption/figures.py: `measure`)."""
-    return measure(watched(stack), scenario)
+@contextlib.asynccontextmanager
+async def measured(stack: Stack, scenario: str, kind: Kind) -> AsyncIterator[list[str]]:
+    """The disruption in the body, measured and held to the bounds of `kind`
+    (tests/disruption/figures.py: `measure`); then no pass of the operator may have crashed."""
+    async with measure(watched(stack), scenario, kind=kind) as notes:
+        yield notes
+    stack.operator.assert_healthy()
 
 
 # --- the installed stack, once per module -----------------------------------------------------
@@ -159,9 +168,11 @@ async def stack(request: pytest.FixtureRequest, cluster: Cluster, kube: Kube,
     finally:
         await _remove_user_objects(kube)
         await remove_operand(kube)
+        crashes = operator.crashes()  # before stop(), whose own failure would hide them
         await operator.stop()
         for node in await _nodes(kube):  # a failed drain must not leave a node cordoned
-            cluster.kubectl("uncordon", node, check=False)
+            await asyncio.to_thread(cluster.kubectl, "uncordon", node, check=False)
+    assert not crashes, "a pass of the operator crashed:\n" + "\n".join(crashes)
 
 
 async def _nodes(kube: Kube) -> list[str]:

@@ -8,17 +8,22 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devcluster.runner import PRE_STOP_SCALE, pre_stop_sleep
+from manager.kube import Kube
 from tests.disruption.conftest import (
     NAMESPACE,
     PODS,
     WEBHOOK_SELECTOR,
+    Kind,
     Stack,
     pods,
 )
+from tests.samplers import stopped
 from tests.waiting import eventually
 
 # The container of each operand process, and its pods' label.
@@ -46,11 +51,19 @@ def _ready(pod: dict[str, Any]) -> bool:
                for c in pod["status"].get("conditions") or [])
 
 
-async def drain_webhook_node(stack: Stack, notes: list[str]) -> str:
-    """`kubectl drain` the node of a webhook pod (through the Eviction API, so the webhook's
-    PodDisruptionBudget is honoured); returns the node, still cordoned."""
+async def webhook_node(stack: Stack) -> tuple[str, Kind]:
+    """The node of a webhook pod, the one to drain, and the kind of that drain: whether the
+    controller's pod is there too (then a new controller waits for the lease)."""
     webhook = (await pods(stack.kube, WEBHOOK_SELECTOR))[0]
-    node = webhook["spec"]["nodeName"]
+    node = str(webhook["spec"]["nodeName"])
+    controllers = await pods(stack.kube, PROCESSES["controller"][1])
+    moved = any(p["spec"].get("nodeName") == node for p in controllers)
+    return node, Kind.NEW_CONTROLLER if moved else Kind.CONTROLLER_KEPT
+
+
+async def drain(stack: Stack, node: str, notes: list[str]) -> None:
+    """`kubectl drain` the node (through the Eviction API, so the webhook's
+    PodDisruptionBudget is honoured); it stays cordoned."""
     on_node = [p["metadata"]["name"] for p in (await stack.kube.list(PODS))["items"]
                if p["spec"].get("nodeName") == node]
     notes.append(f"{len(on_node)} operand pods on {node}")
@@ -62,7 +75,10 @@ async def drain_webhook_node(stack: Stack, notes: list[str]) -> str:
     notes.append(f"drain took {time.monotonic() - started:.1f} s")
     evictions = result.stdout.count("evicted")
     assert evictions >= len(on_node), result.stdout
-    return str(node)
+
+
+async def uncordon(stack: Stack, node: str) -> None:
+    await asyncio.to_thread(stack.cluster.kubectl, "uncordon", node)
 
 
 async def kill_process(stack: Stack, which: str) -> dict[str, Any]:
@@ -72,7 +88,8 @@ async def kill_process(stack: Stack, which: str) -> dict[str, Any]:
     if cluster is None:  # on another cluster the processes are in containers we cannot reach
         pytest.skip("SIGKILL of an operand process needs the simulated cluster's pod runner")
     before = {p["metadata"]["name"]: p for p in await pods(stack.kube, selector)}
-    running = [p for p in cluster.processes(NAMESPACE, container) if p.pod in before]
+    running = [p for p in await asyncio.to_thread(cluster.processes, NAMESPACE, container)
+               if p.pod in before]
     assert running, f"no running {which} process"
     os.kill(running[0].pid, signal.SIGKILL)
     return before[running[0].pod]
@@ -149,3 +166,103 @@ async def change_resources(stack: Stack) -> str:
 
     await eventually(changed, 30, what=f"every container to request {memory}")
     return memory
+
+
+# --- a webhook pod's termination: the endpoints and the preStop sleep ---------------------------
+
+WEBHOOK_SERVICE = "external-secrets-webhook"
+
+
+def _ready_addresses(endpoint_slice: dict[str, Any]) -> set[str]:
+    """The addresses kube-apiserver may dial for a webhook: k8s.io/apiserver's
+    proxy.ResolveEndpoint takes an endpoint whose `ready` condition is true or unset."""
+    return {endpoint["addresses"][0] for endpoint in endpoint_slice.get("endpoints") or []
+            if (endpoint.get("conditions") or {}).get("ready") is not False}
+
+
+class ReadyEndpoints:
+    """Follows the EndpointSlices of a Service, as kube-apiserver's own informer does, and
+    notes when (time.monotonic) each address stopped being a ready endpoint."""
+
+    def __init__(self, kube: Kube, namespace: str, service: str):
+        self.kube = kube
+        self.path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+        self.selector = f"kubernetes.io/service-name={service}"
+        self.left: dict[str, float] = {}
+        self._slices: dict[str, set[str]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ready(self) -> set[str]:
+        return set().union(*self._slices.values())
+
+    async def __aenter__(self) -> ReadyEndpoints:
+        listing = await self.kube.list(self.path, label_selector=self.selector)
+        for item in listing["items"]:
+            self._slices[item["metadata"]["name"]] = _ready_addresses(item)
+        self._task = asyncio.create_task(self._follow(listing["metadata"]["resourceVersion"]))
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await stopped(self._task)
+
+    async def _follow(self, version: str) -> None:
+        async for event in self.kube.watch(self.path, resource_version=version,
+                                           label_selector=self.selector):
+            now, before = time.monotonic(), self.ready
+            if event.type == "BOOKMARK":
+                continue
+            name = event.object["metadata"]["name"]
+            if event.type == "DELETED":
+                self._slices.pop(name, None)
+            else:
+                self._slices[name] = _ready_addresses(event.object)
+            for address in before - self.ready:
+                self.left.setdefault(address, now)
+        raise AssertionError("the watch of the EndpointSlices ended")
+
+    async def gone(self, address: str, timeout: float = 30.0) -> float:
+        """When `address` stopped being a ready endpoint (waits for it)."""
+        async def left() -> float:
+            assert self._task is not None
+            if self._task.done():
+                self._task.result()  # the watch's own error
+            assert address in self.left, f"{address} is still a ready endpoint"
+            return self.left[address]
+
+        return await eventually(left, timeout, interval=0.01,
+                                what=f"{address} to leave the EndpointSlices")
+
+
+def pre_stop_seconds(stack: Stack, pod: dict[str, Any]) -> float:
+    """The pod's preStop sleep as it runs here: the simulated cluster's pod runner shortens
+    it (devcluster/runner.py PRE_STOP_SCALE), a kubelet does not."""
+    seconds = max(pre_stop_sleep(container) for container in pod["spec"]["containers"])
+    return seconds * PRE_STOP_SCALE if stack.cluster.simulated is not None else seconds
+
+
+async def process_of(stack: Stack, pod: str, container: str) -> int | None:
+    """The pid of `container`'s process in `pod` (None off the simulated cluster)."""
+    cluster = stack.cluster.simulated
+    if cluster is None:
+        return None
+    [process] = [p for p in await asyncio.to_thread(cluster.processes, NAMESPACE, container)
+                 if p.pod == pod]
+    return process.pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+async def ended(pid: int, timeout: float = 30.0) -> float:
+    """When (time.monotonic) process `pid` was first seen gone (waits for it)."""
+    async def gone() -> float:
+        assert not _alive(pid), f"process {pid} still runs"
+        return time.monotonic()
+
+    return await eventually(gone, timeout, interval=0.01, what=f"process {pid} to end")

@@ -13,8 +13,10 @@ keeps every admission (docs/operations.md, "Switching CAs without a window")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +39,26 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_controller_toggles import remove_cert_manager_crds
-from tests.samplers import AdmissionSampler
+from tests.samplers import AdmissionSampler, own_client
+
+# Bounds on time and on refusals: run after the busiest neighbours (hack/run-tests.py).
+pytestmark = pytest.mark.timing
 
 NAMESPACE = SCENARIO_NAMESPACES["lifetimes"]
 CHECK_INTERVAL = 15.0
 WEBHOOK_PORT = 10250
+# Two staggered streams, each every 200 ms: an attempt every 100 ms, well within
+# tests/samplers.py MAX_START_INTERVAL.
+SAMPLE_STREAMS = 2
 
 
-def presented(address: str) -> bytes:
-    """The certificate a webhook pod presents over TLS (its DER bytes)."""
+async def presented(address: str) -> bytes:
+    """The certificate a webhook pod presents over TLS (its DER bytes). The handshake blocks,
+    so it runs in a thread: on the event loop it would starve the admission sampler."""
+    return await asyncio.to_thread(_presented, address)
+
+
+def _presented(address: str) -> bytes:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -61,6 +74,18 @@ async def webhook_pods(kube: Kube, namespace: str = NAMESPACE) -> dict[str, dict
                               label_selector="app.kubernetes.io/name=external-secrets-webhook")
     return {pod["metadata"]["name"]: pod for pod in listing["items"]
             if not pod["metadata"].get("deletionTimestamp")}
+
+
+@contextlib.asynccontextmanager
+async def sampling(kube: Kube) -> AsyncIterator[AdmissionSampler]:
+    """The admission sampler on a client of its own, for the body's duration."""
+    client = own_client(kube)
+    try:
+        async with AdmissionSampler(client, USER_NAMESPACE,
+                                    concurrency=SAMPLE_STREAMS) as sampler:
+            yield sampler
+    finally:
+        await client.close()
 
 
 def restarts(pod: dict[str, Any]) -> int:
@@ -113,22 +138,22 @@ async def test_a_renewal_is_served_without_a_restart_or_a_refusal(
     await wait_condition(esc, "Ready", "True", timeout=180)
     before = await webhook_pods(kube)
     assert len(before) == 2
-    served = {name: presented(pod["status"]["podIP"]) for name, pod in before.items()}
+    served = {name: await presented(pod["status"]["podIP"]) for name, pod in before.items()}
 
-    async with AdmissionSampler(kube, USER_NAMESPACE) as sampler:
+    async with sampling(kube) as sampler:
         await asyncio.sleep(3 * CHECK_INTERVAL)  # the checks that used to stop the webhook
         await force_renewal(kube, NAMESPACE)
 
         async def renewed() -> None:
             for name, pod in before.items():
-                assert presented(pod["status"]["podIP"]) != served[name], f"{name} not yet"
+                assert await presented(pod["status"]["podIP"]) != served[name], (
+                    f"{name} not yet")
 
         await eventually(renewed, 60)
         await asyncio.sleep(CHECK_INTERVAL)  # a check after the renewal, too
 
     print(f"renewal with two webhook replicas: {sampler.figures}")  # the figure, with -s
     assert sampler.figures.refused == 0, str(sampler.figures)
-    assert sampler.figures.attempts > 3 * CHECK_INTERVAL / sampler.interval / 2
     after = await webhook_pods(kube)
     assert set(after) == set(before), "the webhook pods were replaced"
     assert {name: restarts(pod) for name, pod in after.items()} == {
@@ -190,9 +215,10 @@ async def test_a_switch_to_cert_manager_and_a_new_ca_are_served_without_a_refusa
         pods = await webhook_pods(kube, SWITCH_NAMESPACE)
         assert len(pods) == 2
         for name, pod in pods.items():
-            assert presented(pod["status"]["podIP"]) in published, f"{name} serves another"
+            assert await presented(pod["status"]["podIP"]) in published, (
+                f"{name} serves another")
 
-    async with AdmissionSampler(kube, USER_NAMESPACE) as sampler:
+    async with sampling(kube) as sampler:
         await esc.patch_spec({"appConfig": {"certManagerConfig": {
             "enabled": "true", "issuerRef": {"name": "eso-selfsigned", "kind": "Issuer"}}}})
         await wait_condition(esc, "Ready", "True", timeout=180)
@@ -211,7 +237,6 @@ async def test_a_switch_to_cert_manager_and_a_new_ca_are_served_without_a_refusa
     print(f"switch with two webhook replicas: {switched}; "
           f"then a new CA: {sampler.figures}")  # the figures, with -s
     assert sampler.figures.refused == 0, f"switch: {switched}; all: {sampler.figures}"
-    assert sampler.figures.attempts > 50
     # The renewal's overlap, from the Applied Events: the previous CA trusted, then dropped.
     notes = [e["note"] for e in await esc_events(kube, (await esc.get())["metadata"]["uid"])
              if e["reason"] == "Applied"]
