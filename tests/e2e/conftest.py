@@ -11,6 +11,10 @@ Two modes:
   OpenShift) with the operator already deployed; the scenarios also wait for the operand's
   Deployments to roll out.
 
+A crashed pass or a traceback in the log of the operator started here fails the scenario
+during which it was logged (the hook `pytest_runtest_call` of operator_process.py); what it
+logs after the last one, and an exit code other than 0, fail the module at its end.
+
 The scenarios install the operand from samples/esc-namespace.yaml (namespace `eso-operand`,
 used by no other test), so that they never touch another suite's operand namespace, and end
 by removing it again with `python -m manager uninstall --operand`.
@@ -33,7 +37,10 @@ import yaml
 from devcluster.crds import fetched_dir as fetched_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.e2e.operator_process import OperatorProcess
+from tests.e2e.operator_process import (
+    OperatorProcess,
+    pytest_runtest_call,  # noqa: F401 (a hook: the operator's log after each test)
+)
 from tests.operand import counts_as_installed
 from tests.waiting import wait_for
 

@@ -50,6 +50,7 @@ from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
 from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
 from tests.conftest import Cluster
+from tests.e2e.operator_process import log_problems
 from tests.operand import counts_as_installed, remove_operand
 from tests.waiting import eventually
 
@@ -137,10 +138,11 @@ class RequestLog:
         return found
 
     def crashes(self) -> list[str]:
-        """Each crashed pass (`result=crash`) and each other record with a traceback."""
+        """Each crashed pass (`result=crash`) and each record with a traceback: the check of
+        every suite's operator logs (`log_problems`), record by record."""
         formatter = logging.Formatter("%(levelname)s %(name)s %(message)s")
-        return [formatter.format(record)[:3000] for record in list(self.records)
-                if "result=crash" in record.getMessage() or record.exc_info]
+        return [problem for record in list(self.records)
+                for problem in log_problems(formatter.format(record))]
 
 
 _LOGS: dict[int, RequestLog] = {}

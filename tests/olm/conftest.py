@@ -18,6 +18,11 @@ CSVs. olm-operator applies a change of that proxy when it next checks each CSV, 
 wake-up interval (`--interval`, 5 min by default, with 20 % jitter); such a cluster runs it
 with OPENSHIFT_OLM_INTERVAL, so a test sees the change within seconds.
 
+The operator pods' logs are checked as every suite checks its operators': after each test,
+a crashed pass or a traceback logged by any release's operator during it fails the test
+(`new_log_problems`, the hook `pytest_runtest_call`); the tests also check the log of the
+release they install for forbidden requests (the pod runs with exactly its CSV's grants).
+
 On an existing cluster (USE_EXISTING_CLUSTER=1) these tests are skipped: they need images
 the simulated cluster maps to local source trees (a real cluster would need the bundle and
 operator images in a registry; docs/olm.md).
@@ -46,6 +51,10 @@ from manager.kube import Kube
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.disruption.figures import Watched
+from tests.e2e.operator_process import (
+    LogChecker,
+    pytest_runtest_call,  # noqa: F401 (a hook: the operator's log after each test)
+)
 from tests.integration.conftest import EscHandle
 from tests.upgrade import test_upgrade as scenario
 from tests.upgrade.snapshot import take_snapshot
@@ -97,10 +106,12 @@ class OlmCluster:
     _environments: dict[Path, Path] = field(default_factory=dict)
     _pulled: dict[Path, str] = field(default_factory=dict)
     _catalogs: int = 0
+    _log_checker: LogChecker = field(default_factory=LogChecker)
 
-    def mark(self, event: str) -> None:
-        """Record when `event` happened (the timeline the tests print)."""
-        self.marks[event] = time.monotonic()
+    def mark(self, event: str, at: float | None = None) -> None:
+        """Record when (time.monotonic(), now by default) `event` happened (the timeline the
+        tests print)."""
+        self.marks[event] = time.monotonic() if at is None else at
 
     def timeline(self) -> str:
         start = min(self.marks.values())
@@ -175,7 +186,9 @@ class OlmCluster:
     async def operator_passed(self, release: catalog.Release, timeout: float = 60.0) -> None:
         """Until the operator of `release` has logged a finished pass over the operand."""
         async def passed() -> None:
-            assert "action=pass" in self.operator_log(release), f"{release.name}: no pass yet"
+            # Files and a blocking API read: off the event loop, where the samplers run.
+            log = await asyncio.to_thread(self.operator_log, release)
+            assert "action=pass" in log, f"{release.name}: no pass yet"
 
         await eventually(passed, timeout, what=f"a pass of {release.name}'s operator")
 
@@ -236,6 +249,12 @@ class OlmCluster:
         pods = self.simulated.logs(NAMESPACE, identity.CONTAINER)
         return "".join(pods[name] for name in sorted(pods)
                        if self._pod_image(name) in release.operator_images)
+
+    def new_log_problems(self) -> list[str]:
+        """What the operator pods of every release logged since the last call that a healthy
+        operator never logs (`log_problems`: a crashed pass, a traceback)."""
+        pods = self.simulated.logs(NAMESPACE, identity.CONTAINER)
+        return self._log_checker.new_problems({f"pod {name}": log for name, log in pods.items()})
 
     def _pod_image(self, name: str) -> str:
         pod = self.simulated.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}") or {}

@@ -46,6 +46,7 @@ from devcluster.registry import Registry
 from manager import versions
 from manager.olm import identity
 from manager.paths import REPO_ROOT
+from tests.e2e.operator_process import assert_log_clean
 from tests.images.test_operator_image import podman
 from tests.olm.conftest import SUBSCRIPTION, Catalog, OlmCluster, started_cluster
 from tests.olm.test_install_image import (
@@ -304,10 +305,10 @@ async def test_olm_serves_the_catalog_from_its_image(installed: Installed) -> No
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == \
         installed.operator_image
     assert operator_container(cluster)["ImageName"] == installed.operator_image
-    log = cluster.operator_log(cluster.release(REPO_ROOT))
+    release = cluster.release(REPO_ROOT)
+    log = cluster.operator_log(release)
     assert "action=create result=created kind=ExternalSecretsManager" in log, log[-3000:]
-    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
-    assert not forbidden, "\n".join(forbidden)
+    assert_log_clean(log, f"{release.name}'s operator", forbidden=True)
     print(f"  checked: {installed.csv['metadata']['name']} Succeeded from the catalog image; "
           f"the operator ({identity.CONTAINER}) runs its image; the ESC is Ready")
 

@@ -37,6 +37,7 @@ from manager.kube import Kube
 from manager.leader import LEASE_NAME
 from manager.olm import identity
 from manager.paths import REPO_ROOT
+from tests.e2e.operator_process import assert_log_clean
 from tests.olm.conftest import (
     FIELD_MANAGER,
     NAMESPACE,
@@ -139,10 +140,9 @@ async def test_olm_installs_the_bundle_and_the_operator_runs_with_its_permission
     # No service CA here: the optional Secret stays empty, the pod starts anyway and serves
     # /metrics with a self-signed certificate.
     assert "action=metrics-certificate source=self-signed" in log, log[:3000]
-    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
-    assert not forbidden, "\n".join(forbidden)
-    print("  checked: the operator runs from this tree as the CSV's pod, 0 Forbidden in "
-          f"{len(log.splitlines())} log lines")
+    assert_log_clean(log, f"{release.name}'s operator", forbidden=True)
+    print("  checked: the operator runs from this tree as the CSV's pod; no Forbidden, crashed "
+          f"pass or traceback in {len(log.splitlines())} log lines")
     # It leads through the Lease in its namespace, with the CSV's namespaced permissions.
     assert "action=leader result=gained" in log, log[:3000]
     lease = await kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/"

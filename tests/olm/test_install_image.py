@@ -40,7 +40,7 @@ from devcluster.registry import Registry
 from manager import __version__
 from manager.olm import identity
 from manager.paths import REPO_ROOT
-from tests.e2e.operator_process import free_port
+from tests.e2e.operator_process import assert_log_clean, free_port
 from tests.images.test_operator_image import IMAGE, podman, root_is_read_only
 from tests.olm.conftest import NAMESPACE, OlmCluster
 from tests.upgrade.test_upgrade import ESM_PATH
@@ -199,10 +199,9 @@ async def test_olm_runs_the_operator_image_pulled_by_digest(installed: Installed
     log = cluster.operator_log(release)
     assert "action=create result=created kind=ExternalSecretsManager" in log, log[-3000:]
     assert "action=leader result=gained" in log, log[:3000]
-    forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
-    assert not forbidden, "\n".join(forbidden)
-    print("  checked: the image's operator created the ESM and led; the ESC is Ready; "
-          f"0 Forbidden in {len(log.splitlines())} log lines")
+    assert_log_clean(log, f"{release.name}'s operator", forbidden=True)
+    print("  checked: the image's operator created the ESM and led; the ESC is Ready; no "
+          f"Forbidden, crashed pass or traceback in {len(log.splitlines())} log lines")
 
 
 async def test_deleting_the_pod_stops_its_container(installed: Installed) -> None:

@@ -33,6 +33,7 @@ from devcluster.cluster import SimulatedCluster
 from devcluster.registry import BINARY
 from manager.kube import Kube
 from manager.paths import REPO_ROOT
+from tests.e2e.operator_process import assert_log_clean
 from tests.images.test_operator_image import podman
 from tests.olm.conftest import POD_CIDR, OlmCluster
 from tests.olm.test_catalog_image import (
@@ -109,14 +110,19 @@ async def subscribed_and_installed(cluster: OlmCluster, images: dict[str, str]) 
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == \
         images["operator"]
     process = operator_process(cluster, operator_container(cluster), images["operator"])
+    # This cluster is no fixture, so no hook reads its operator's log: checked here, after
+    # a pass.
+    await cluster.operator_passed(release)
+    assert_log_clean(cluster.operator_log(release), f"{release.name}'s operator",
+                     forbidden=True)
     source = await cluster.kube.request("GET", CATALOG_SOURCE)
     assert source["spec"]["image"] == images["catalog"], source["spec"]
     pod = await registry_pod(cluster, images["catalog"])
     assert registry_container(cluster, pod)["ImageName"] == images["catalog"]
     cluster.mark("checked: operator, catalog and unpack images")
-    print(f"\n  checked: the operator (pid {process.pid}) runs {images['operator']}; the "
-          f"CatalogSource and its registry pod {images['catalog']}; the unpack Job util, "
-          "bundle and opm from their images")
+    print(f"\n  checked: the operator (pid {process.pid}) runs {images['operator']}, passed, "
+          "and logged no Forbidden, crash or traceback; the CatalogSource and its registry "
+          f"pod {images['catalog']}; the unpack Job util, bundle and opm from their images")
 
 
 async def down_leaves_nothing(cluster: OlmCluster, directory: Path,

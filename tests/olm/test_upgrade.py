@@ -49,6 +49,7 @@ from tests.disruption.figures import (
     measure,
     wait_whole,
 )
+from tests.e2e.operator_process import assert_log_clean
 from tests.olm.conftest import (
     CSVS,
     ESC_SPEC,
@@ -170,10 +171,9 @@ async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, 
         assert [p.env["OPERATOR_IMAGE_VERSION"] for p in processes] == [identity.OPERATOR_VERSION]
         log = cluster.operator_log(current)
         assert "action=pass" in log, log[-3000:]
-        forbidden = [line for line in log.splitlines() if "forbidden" in line.lower()]
-        assert not forbidden, "\n".join(forbidden)
+        assert_log_clean(log, f"{current.name}'s operator", forbidden=True)
         print(f"  checked: the operator's Deployment was updated in place; only {current.name} "
-              f"runs, 0 Forbidden in its {len(log.splitlines())} log lines")
+              f"runs, no crash, traceback or Forbidden in its {len(log.splitlines())} log lines")
 
         # The operand and the user's objects, judged as the process upgrade test judges them.
         assert esc_after["metadata"]["uid"] == esc_before["metadata"]["uid"]

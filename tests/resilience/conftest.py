@@ -39,7 +39,7 @@ from manager.kube import ApiError, Kube, install_crds
 from manager.operator import load_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.e2e.operator_process import free_port, log_problems
+from tests.e2e.operator_process import assert_log_clean, free_port
 from tests.integration import conftest as integration
 from tests.integration.conftest import (
     ESC_API,
@@ -306,8 +306,7 @@ async def start_operator(operator_kubeconfig: Path, tmp_path: Path,
 
 def assert_no_crash(operator: OperatorProcess) -> None:
     """No pass crashed and no task died with a traceback (a dead worker looks alive)."""
-    problems = log_problems(operator.log())
-    assert not problems, f"{operator.log_path}:\n" + "\n".join(problems)
+    assert_log_clean(operator.log(), str(operator.log_path))
 
 
 # --- the ExternalSecretsConfig, objects, conditions -----------------------------------------
