@@ -204,14 +204,20 @@ CALL = ('500 Internal error occurred: failed calling webhook "validate.secretsto
         'external-secrets.io": failed to call webhook: Post <url>: ')
 
 
-@pytest.mark.parametrize("tail", [
-    "EOF", "use of closed network connection", "http: server closed idle connection",
-    "read tcp 10.244.0.4:51720->10.244.0.4:10250: read: connection reset by peer"])
-def test_single_keepalive_races_are_the_only_refusals_allowed(tail: str) -> None:
+def one_refusal(tail: str) -> AdmissionFigures:
+    """A window with one refusal answered `CALL + tail`, admitted again 50 ms later."""
     figures = opened()
     figures.refused_with(100.1, CALL + tail)
     figures.admitted(100.15)
     figures.close(101.0)
+    return figures
+
+
+@pytest.mark.parametrize("tail", [
+    "EOF", "use of closed network connection", "http: server closed idle connection",
+    "read tcp 10.244.0.4:51720->10.244.0.4:10250: read: connection reset by peer"])
+def test_single_keepalive_races_are_the_only_refusals_allowed(tail: str) -> None:
+    figures = one_refusal(tail)
     assert figures.keepalive_races() == 1
     figures.assert_refused_only_by_keepalive_races()
 
@@ -221,10 +227,7 @@ def test_single_keepalive_races_are_the_only_refusals_allowed(tail: str) -> None
     "dial tcp 10.244.0.4:10250: connect: connection refused",
     "tls: failed to verify certificate: x509: certificate signed by unknown authority"])
 def test_a_refusal_other_than_the_keepalive_race_fails(tail: str) -> None:
-    figures = opened()
-    figures.refused_with(100.1, CALL + tail)
-    figures.admitted(100.15)
-    figures.close(101.0)
+    figures = one_refusal(tail)
     assert figures.keepalive_races() == 0
     with pytest.raises(AssertionError, match="admissions refused"):
         figures.assert_refused_only_by_keepalive_races()
