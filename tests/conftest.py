@@ -128,6 +128,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SESSION.get("verdict"):
+        terminalreporter.write_line(str(_SESSION["verdict"]), red=True)
     outcomes = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
     reports = [r for r in outcomes if r.when == "call" and "cluster" in r.keywords]
     if _SESSION["version"]:
@@ -153,8 +155,7 @@ def _skips_fail_under_ci(session: pytest.Session) -> None:
     if skipped:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         names = ", ".join(sorted({r.nodeid for r in skipped}))
-        reporter.write_line(f"CI=true: {len(skipped)} skipped tests fail the run: {names}",
-                            red=True)
+        _SESSION["verdict"] = f"CI=true: {len(skipped)} skipped tests fail the run: {names}"
 
 
 def _write_disruption_results(session: pytest.Session) -> None:
