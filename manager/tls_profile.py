@@ -13,10 +13,13 @@ lowered. When no TLS 1.0-1.2 cipher is left, the minimum becomes TLS 1.3 rather 
 falling back to the server's own defaults. TLS 1.3 suites cannot be chosen, neither in Go's
 crypto/tls nor in Python's ssl: both always offer all three (which every profile allows).
 
+Cipher names come from one table (CIPHERS), in either spelling; each server takes the part of
+it it can offer:
 - The operand webhook (Go): `--tls-min-version` ("1.0" .. "1.3") and `--tls-ciphers`
-  (comma-separated Go names from crypto/tls `CipherSuites()`; a name outside that list makes
-  the webhook exit), the same in external-secrets v0.16.2 and v1.3.2 (`cmd/controller/webhook.go`).
-- The operator's own servers (Python's ssl): `python_tls_policy`.
+  (comma-separated IANA names from crypto/tls `CipherSuites()`; a name outside that list makes
+  the webhook exit; external-secrets' `cmd/controller/webhook.go`).
+- The operator's own servers (Python's ssl): `python_tls_policy`, OpenSSL names.
+- bitwarden-sdk-server v0.5.2 has no TLS settings and follows no profile (Go's defaults).
 """
 
 from __future__ import annotations
@@ -48,22 +51,52 @@ _OLD_ONLY = (
     "AES128-GCM-SHA256", "AES256-GCM-SHA384", "AES128-SHA256", "AES128-SHA", "AES256-SHA",
     "DES-CBC3-SHA")
 
-# OpenSSL name -> Go crypto/tls name, for the TLS 1.0-1.2 suites that tls.CipherSuites() lists
-# in every Go release the webhook may be built with. Left out on purpose: RSA key exchange
-# (AES128-GCM-SHA256, ...) and the CBC-SHA256 suites, which Go 1.26 lists only in
-# InsecureCipherSuites() (the webhook would refuse to start), 3DES, and DHE (Go has none).
-GO_CIPHERS: Mapping[str, str] = {
+# The one table of cipher names: every TLS 1.0-1.2 suite an OpenShift profile can name, OpenSSL
+# spelling -> IANA spelling (openshift/api's profiles and library-go's OpenSSL-to-IANA map name
+# the same suites). A Custom profile may use either spelling; any other entry (an OpenSSL
+# keyword such as ALL or aNULL, a `!` or `:` expression, a typo) is dropped and reported, so no
+# server ever receives a cipher *string*, only names from this table.
+CIPHERS: Mapping[str, str] = {
     "ECDHE-ECDSA-AES128-GCM-SHA256": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
     "ECDHE-RSA-AES128-GCM-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
     "ECDHE-ECDSA-AES256-GCM-SHA384": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
     "ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
     "ECDHE-ECDSA-CHACHA20-POLY1305": "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
     "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "DHE-RSA-AES128-GCM-SHA256": "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256",
+    "DHE-RSA-AES256-GCM-SHA384": "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384",
+    "ECDHE-ECDSA-AES128-SHA256": "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "ECDHE-RSA-AES128-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
     "ECDHE-ECDSA-AES128-SHA": "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
     "ECDHE-RSA-AES128-SHA": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
     "ECDHE-ECDSA-AES256-SHA": "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
     "ECDHE-RSA-AES256-SHA": "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "AES128-GCM-SHA256": "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "AES256-GCM-SHA384": "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "AES128-SHA256": "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "AES128-SHA": "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "AES256-SHA": "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "DES-CBC3-SHA": "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
 }
+_BY_IANA: Mapping[str, str] = {iana: openssl for openssl, iana in CIPHERS.items()}
+# The suites Go's crypto/tls lists in CipherSuites() in every Go release the webhook may be
+# built with (any other name makes the webhook exit). Left out on purpose: RSA key exchange and
+# the CBC-SHA256 suites, which Go 1.26 lists only in InsecureCipherSuites(), 3DES, and DHE (Go
+# has none).
+GO_CIPHERS: frozenset[str] = frozenset({
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+})
+
+
+def openssl_name(name: str) -> str | None:
+    """The table's OpenSSL name for `name` in either spelling; None for anything else."""
+    return name if name in CIPHERS else _BY_IANA.get(name)
+
+
 GO_VERSIONS: Mapping[TLSVersionName, str] = dict(zip(VERSIONS, ("1.0", "1.1", "1.2", "1.3"),
                                                      strict=True))
 PYTHON_VERSIONS: Mapping[TLSVersionName, ssl.TLSVersion] = dict(zip(VERSIONS, (
@@ -153,12 +186,14 @@ def server_tls(profile: TLSProfile, usable: Callable[[str], str | None]) -> Serv
                      tuple(dropped), raised)
 
 
+def _go_name(name: str) -> str | None:
+    known = openssl_name(name)
+    return CIPHERS[known] if known is not None and CIPHERS[known] in GO_CIPHERS else None
+
+
 def go_tls(profile: TLSProfile) -> ServerTLS:
-    """The profile for a Go server (the operand webhook): Go names, see GO_CIPHERS. A Go name
-    written in a Custom profile is taken as it is."""
-    go_names = frozenset(GO_CIPHERS.values())
-    return server_tls(profile, lambda name: GO_CIPHERS.get(
-        name, name if name in go_names else None))
+    """The profile for a Go server (the operand webhook): IANA names Go accepts (GO_CIPHERS)."""
+    return server_tls(profile, _go_name)
 
 
 def webhook_tls_args(profile: TLSProfile) -> tuple[str, ...]:
@@ -170,26 +205,32 @@ def webhook_tls_args(profile: TLSProfile) -> tuple[str, ...]:
     return tuple(args)
 
 
-def _openssl_knows(name: str) -> str | None:
+def _openssl_name(name: str) -> str | None:
+    """The table's OpenSSL name, if this OpenSSL can offer that suite."""
+    known = openssl_name(name)
+    if known is None:
+        return None
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(name)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(known)
     except ssl.SSLError:
         return None
-    return name
+    return known
 
 
 def python_tls_policy(profile: TLSProfile) -> tuple[ssl.TLSVersion, str]:
     """The minimum version and the OpenSSL cipher list (TLS 1.0-1.2; `SSLContext.set_ciphers`)
     for a Python server. The cipher list is empty when the minimum is TLS 1.3: there is then
-    nothing to set. Names this OpenSSL does not know are dropped, with a log line."""
-    settings = server_tls(profile, _openssl_knows)
+    nothing to set. Names outside CIPHERS, and suites this OpenSSL lacks, are dropped, with a
+    log line: the list holds only names of the table, never a keyword or an expression."""
+    settings = server_tls(profile, _openssl_name)
     if line := settings.describe("python"):
         logger.info("action=tls-profile profile=%s %s", profile.type, line)
     minimum = PYTHON_VERSIONS[settings.min_version]
     ciphers = "" if settings.min_version == "VersionTLS13" else ":".join(settings.ciphers)
-    if minimum < ssl.TLSVersion.TLSv1_2:
-        # OpenSSL 3's default security level refuses TLS 1.0 and 1.1 whatever the minimum;
-        # a profile that allows them (Old, or a Custom minimum) is the administrator's
-        # choice, and the cipher list stays the profile's.
+    if ciphers and minimum < ssl.TLSVersion.TLSv1_2:
+        # OpenSSL 3 refuses TLS 1.0 and 1.1 at its default security level whatever the
+        # minimum; a profile that allows them (Old, or a Custom minimum) is the administrator's
+        # choice. Level 0 is what those versions need, and it cannot add a suite: the list
+        # names only the table's suites, none of them anonymous or unencrypted.
         ciphers += ":@SECLEVEL=0"
     return minimum, ciphers

@@ -19,7 +19,9 @@ _FEATURES = {
     "disconnected": "false",   # relatedImages are tags, not digests
     "fips-compliant": "false",
     "proxy-aware": "true",     # OLM's proxy reaches the operand containers that call out
-    "tls-profiles": "true",    # the operand webhook follows the cluster's TLS security profile
+    # The operand webhook and the operator's /metrics follow the cluster's TLS security profile;
+    # bitwarden-sdk-server (v0.5.2 has no TLS settings) cannot (docs/operations.md).
+    "tls-profiles": "true",
     "token-auth-aws": "false",
     "token-auth-azure": "false",
     "token-auth-gcp": "false",

@@ -19,6 +19,7 @@ from manager.controllers.status import Outcome, OutcomeKind, esc_fields
 from manager.controllers.watches import WatchSpec, fingerprint
 from manager.render import render_operand
 from manager.tls_profile import (
+    CIPHERS,
     GO_CIPHERS,
     INTERMEDIATE,
     PREDEFINED,
@@ -147,8 +148,61 @@ def _go_cipher_suites() -> set[str]:
 
 
 def test_every_go_name_is_one_the_webhook_accepts() -> None:
-    """A name outside tls.CipherSuites() makes the webhook exit at start (both releases)."""
-    assert set(GO_CIPHERS.values()) <= _go_cipher_suites()
+    """A name outside tls.CipherSuites() makes the webhook exit at start."""
+    assert _go_cipher_suites() >= GO_CIPHERS
+    assert set(CIPHERS.values()) >= GO_CIPHERS
+
+
+def test_every_predefined_cipher_is_in_the_table() -> None:
+    for profile in PREDEFINED.values():
+        assert set(profile.ciphers) - {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                                       "TLS_CHACHA20_POLY1305_SHA256"} <= set(CIPHERS)
+
+
+def test_either_spelling_reaches_both_servers_in_its_own_naming() -> None:
+    profile = custom("VersionTLS12", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                     "ECDHE-ECDSA-AES256-GCM-SHA384")
+    assert python_tls_policy(profile) == (
+        ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384")
+    assert webhook_tls_args(profile) == (
+        "--tls-min-version=1.2", "--tls-ciphers=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,"
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384")
+
+
+# Entries that are OpenSSL cipher *strings*, not names: each could widen what is offered.
+CIPHER_STRINGS = ("ALL", "aNULL", "eNULL", "COMPLEMENTOFALL", "!aNULL", "ALL:@SECLEVEL=0",
+                  "ADH-AES128-SHA", "AECDH-AES256-SHA", "HIGH:MEDIUM", "NULL-SHA256")
+
+
+@pytest.mark.parametrize("minimum", ["VersionTLS10", "VersionTLS12"])
+def test_a_custom_profile_cannot_offer_anonymous_or_null_suites(
+        minimum: str, caplog: pytest.LogCaptureFixture) -> None:
+    """`Custom{minTLSVersion: VersionTLS10, ciphers: [ALL]}` once became `ALL:@SECLEVEL=0`
+    for /metrics: anonymous (ADH, AECDH) suites, whose man in the middle reads the scraper's
+    bearer token. Only names of the table reach OpenSSL, so what is offered is exactly them."""
+    caplog.set_level(logging.INFO, "manager.tls_profile")
+    _, ciphers = python_tls_policy(custom(minimum, *CIPHER_STRINGS, "ECDHE-RSA-AES128-SHA"))
+    assert ciphers.split(":@")[0] == "ECDHE-RSA-AES128-SHA"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.set_ciphers(ciphers)
+    offered = {c["name"] for c in context.get_ciphers() if c["protocol"] != "TLSv1.3"}
+    assert offered == {"ECDHE-RSA-AES128-SHA"}
+    assert all(c["auth"] not in ("auth-null", None) and c["symmetric"] != "null"
+               for c in context.get_ciphers())
+    for entry in CIPHER_STRINGS:
+        assert entry in caplog.text
+    assert webhook_tls_args(custom(minimum, *CIPHER_STRINGS, "ECDHE-RSA-AES128-SHA"))[1:] == (
+        "--tls-ciphers=TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",)
+
+
+def test_a_custom_profile_of_cipher_strings_alone_is_tls_1_3(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing usable left: TLS 1.3 only (whose suites are all authenticated), never the
+    server's defaults and never the strings themselves."""
+    assert python_tls_policy(custom("VersionTLS10", *CIPHER_STRINGS)) == (
+        ssl.TLSVersion.TLSv1_3, "")
+    assert webhook_tls_args(custom("VersionTLS10", *CIPHER_STRINGS)) == (
+        "--tls-min-version=1.3",)
 
 
 def test_the_rendered_webhook_follows_the_profile_and_nothing_else_changes() -> None:
