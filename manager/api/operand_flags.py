@@ -9,8 +9,10 @@ that generating the CRD and checking a spec need neither Go nor the network;
 tests/integration/test_operand_flags.py fails when it differs from the source.
 
 One table, OWNED, says which flags the operator renders (test_operand_flags.py checks it
-against every flag the templates can produce). The CRD's CEL rules (manager/api/rules.py) and
-the run-time check (`problems`) both derive from these two.
+against every flag the templates can produce); another, REFUSED, which flags it does not render
+but no override may set either: they widen what the operand touches, or collide with what the
+operator renders. The CRD's CEL rules (manager/api/rules.py) and the run-time check
+(`problems`) all derive from these tables and the snapshot.
 """
 
 from __future__ import annotations
@@ -104,15 +106,39 @@ OWNED: Mapping[str, Mapping[str, str]] = {
 }
 
 
+_SCRAPE = "the ServiceMonitor and the NetworkPolicy expect plain HTTP metrics on :8080"
+REFUSED: Mapping[str, Mapping[str, str]] = {
+    "": {
+        "live-addr": ("its address could collide with the rendered ports (:8080 metrics) and "
+                      "crash-loop the controller"),
+        "metrics-secure": _SCRAPE,
+        "metrics-cert-dir": _SCRAPE,
+        "metrics-cert-name": _SCRAPE,
+        "metrics-key-name": _SCRAPE,
+        "unsafe-allow-generic-targets": ("it lets ExternalSecrets write objects of any kind, "
+                                         "beyond Secrets and what the rendered RBAC is for"),
+    },
+    "certcontroller": {
+        "crd-names": ("it would point the conversion webhook of other products' CRDs at this "
+                      "webhook (the cert-controller may update any CRD)"),
+    },
+}
+
+
+def reserved(command: str) -> dict[str, str]:
+    """The flags no override of `command` may set, with the reason: OWNED and REFUSED."""
+    return {**OWNED.get(command, {}), **REFUSED.get(command, {})}
+
+
 @dataclass(frozen=True)
 class Snapshot:
     version: str
     flags: Mapping[str, Mapping[str, str]]  # subcommand -> flag name -> kind
 
     def allowed(self, command: str) -> dict[str, str]:
-        """The flags an override may set: the release's, without the operator's."""
+        """The flags an override may set: the release's, without the reserved ones."""
         return {name: kind for name, kind in self.flags.get(command, {}).items()
-                if name not in OWNED.get(command, {})}
+                if name not in reserved(command)}
 
 
 @cache
@@ -179,6 +205,9 @@ def problems(component: str, args: list[str] | tuple[str, ...]) -> Iterator[tupl
         if name in OWNED.get(command, {}):
             yield index, (f"--{name} is set by the operator ({OWNED[command][name]}); "
                           "remove it from overrideArgs")
+        elif name in REFUSED.get(command, {}):
+            yield index, (f"--{name} cannot be overridden: {REFUSED[command][name]}; remove it "
+                          "from overrideArgs")
         elif kind is None:
             yield index, (f"--{name} is not a flag of external-secrets {known.version} "
                           f"{command or 'controller'}; remove it (docs/operations.md lists "
@@ -203,3 +232,10 @@ def allowed_pattern(command: str) -> str:
 def owned_pattern(command: str) -> str:
     """A regular expression matching an override of a flag the operator renders."""
     return f"--({'|'.join(OWNED[command])})=.*"
+
+
+def refused_pattern(command: str) -> str:
+    """A regular expression matching an override of a REFUSED flag (one that matches
+    nothing where there are none: RE2, CEL's engine, has no lookahead)."""
+    names = REFUSED.get(command, {})
+    return f"--({'|'.join(names)})=.*" if names else r"[^\s\S]"

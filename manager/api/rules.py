@@ -627,6 +627,10 @@ def _owned(command: str) -> str:
     return f"'{patterns.cel(operand_flags.owned_pattern(command))}'"
 
 
+def _refused(command: str) -> str:
+    return f"'{patterns.cel(operand_flags.refused_pattern(command))}'"
+
+
 def _allowed(command: str) -> str:
     return f"'{patterns.cel(operand_flags.allowed_pattern(command))}'"
 
@@ -640,13 +644,21 @@ def _owned_arg(command: str) -> str:
     return f"a.matches({_owned(command)})"
 
 
+def _refused_arg(command: str) -> str:
+    return f"a.matches({_refused(command)})"
+
+
 def _bad_arg(command: str) -> str:
-    return f"!a.matches({_owned(command)}) && !a.matches({_allowed(command)})"
+    return (f"!a.matches({_owned(command)}) && !a.matches({_refused(command)}) && "
+            f"!a.matches({_allowed(command)})")
 
 
 OVERRIDE_ARGS_MESSAGE_OWNED = (
     "sets a flag the operator renders (it has a field or a value the rendered objects depend "
     f"on: {_OVERRIDES_DOC}); remove it")
+OVERRIDE_ARGS_MESSAGE_REFUSED = (
+    "sets a flag that would widen what the operand touches or collide with what the operator "
+    f"renders (addresses, metrics serving, CRDs, generic targets: {_OVERRIDES_DOC}); remove it")
 OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
     f"must be --flag=value with a flag of external-secrets {operand_flags.snapshot().version} "
     "that the operator does not render, and a value of its type (true or false, an "
@@ -678,6 +690,10 @@ OVERRIDE_ARGS = (
                       OVERRIDE_ARGS_MESSAGE_OWNED,
                       "The Services, probes, certificates and typed fields depend on these "
                       "flags."),
+    _no_arg_such_that(_refused_arg, f"overrideArgs {OVERRIDE_ARGS_MESSAGE_REFUSED}",
+                      OVERRIDE_ARGS_MESSAGE_REFUSED,
+                      "--crd-names, --unsafe-allow-generic-targets, the metrics TLS flags and "
+                      "--live-addr: each reaches beyond the operand or breaks what is rendered."),
     _no_arg_such_that(_bad_arg, f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
                       OVERRIDE_ARGS_MESSAGE_UNKNOWN,
                       "The flags are read from the pinned release's source; a flag it lacks "

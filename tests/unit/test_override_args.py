@@ -68,6 +68,14 @@ def test_the_status_lists_each_override_with_its_field() -> None:
      "--enable-flood-gate takes true or false, not 'no'"),
     ("ExternalSecretsCoreController", "--enable-flood-gate", "is not of the form --flag=value"),
     ("BitwardenSDKServer", "--enable-http2=true", "BitwardenSDKServer takes no overrideArgs"),
+    ("CertController", "--crd-names=widgets.example.com", "--crd-names cannot be overridden: "
+     "it would point the conversion webhook of other products' CRDs at this webhook"),
+    ("ExternalSecretsCoreController", "--live-addr=:8080", "--live-addr cannot be overridden: "
+     "its address could collide with the rendered ports"),
+    ("ExternalSecretsCoreController", "--metrics-secure=true", "--metrics-secure cannot be "
+     "overridden: the ServiceMonitor and the NetworkPolicy expect plain HTTP metrics"),
+    ("ExternalSecretsCoreController", "--unsafe-allow-generic-targets=true",
+     "--unsafe-allow-generic-targets cannot be overridden: it lets ExternalSecrets write"),
 ])
 def test_a_refused_override_is_a_config_error_naming_the_entry_and_the_fix(
         component: str, arg: str, problem: str) -> None:
@@ -102,5 +110,14 @@ def test_the_cel_patterns_say_what_the_run_time_check_says(command: str) -> None
         accepted = not list(operand_flags.problems(component, [arg]))
         assert operand_flags.ARG.fullmatch(arg)
         by_pattern = (patterns.matches(operand_flags.allowed_pattern(command), arg)
-                      and not patterns.matches(operand_flags.owned_pattern(command), arg))
+                      and not patterns.matches(operand_flags.owned_pattern(command), arg)
+                      and not patterns.matches(operand_flags.refused_pattern(command), arg))
         assert accepted == by_pattern, arg
+
+
+def test_every_refused_flag_is_a_flag_of_the_release_the_operator_does_not_render() -> None:
+    """A refusal of a flag the release lacks would be dead; one of a rendered flag belongs
+    in OWNED, with the field to use instead."""
+    for command, names in operand_flags.REFUSED.items():
+        assert set(names) <= set(operand_flags.snapshot().flags[command]), command
+        assert not set(names) & set(operand_flags.OWNED[command]), command
