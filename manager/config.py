@@ -44,6 +44,7 @@ from manager.api.models import (
     ProxyConfig,
 )
 from manager.api.patterns import (
+    PLATFORM_ANNOTATION_KEYS,
     is_reserved_annotation_key,
     is_reserved_env_name,
     is_reserved_label_key,
@@ -74,7 +75,7 @@ MINIMUM_RENEW_BEFORE = "5m"
 
 # The webhook's --lookahead-interval (docs/configuration.md, "Webhook certificate lifetimes").
 # Every --check-interval the webhook checks that its certificate is still valid at now +
-# lookahead and exits when it is not (cmd/controller/webhook.go, v0.16.2 and v1.3.2), so the
+# lookahead and exits when it is not (cmd/controller/webhook.go), so the
 # lookahead must end before the issuer renews: lookahead = renew-ahead - checkInterval -
 # LOOKAHEAD_MARGIN, and at least checkInterval (so that a certificate that really expires is
 # still caught one check before it does).
@@ -929,7 +930,8 @@ def _annotations(controller: ControllerConfig | None) -> dict[str, str]:
             raise ConfigError(f"{path}[{key!r}]",
                               "this annotation key is reserved (kubernetes.io/, k8s.io/, "
                               "openshift.io/ and their subdomains, cert-manager.io/, "
-                              "external-secrets.io/, external-secrets-operator.io/); choose "
+                              "external-secrets.io/, external-secrets-operator.io/; allowed "
+                              f"among them: {', '.join(PLATFORM_ANNOTATION_KEYS)}); choose "
                               "another key")
         problem = kube_values.qualified_name_problem(key)
         if problem is not None:

@@ -63,6 +63,12 @@ OPERATOR_ANNOTATION_PREFIXES = ("cert-manager.io/", "external-secrets.io/",
 RESERVED_ANNOTATION_KEY = "|".join(
     [rf"([^/]*\.)?{re.escape(domain)}/.*" for domain in RESERVED_ANNOTATION_DOMAINS]
     + [f"{re.escape(prefix)}.*" for prefix in OPERATOR_ANNOTATION_PREFIXES])
+# Platform annotations in those domains that administrators need on workloads, so they are
+# allowed: pinning the SCC (against a higher-priority one another product installs), workload
+# partitioning of management pods, and the cluster autoscaler's eviction veto.
+REQUIRED_SCC_ANNOTATION = "openshift.io/required-scc"
+PLATFORM_ANNOTATION_KEYS = (REQUIRED_SCC_ANNOTATION, "target.workload.openshift.io/management",
+                            "cluster-autoscaler.kubernetes.io/safe-to-evict")
 
 # Environment variables the operator or the platform sets in operand containers: overrideEnv
 # may not name them (the proxy variables come from the proxy settings, the CA variables from
@@ -78,7 +84,7 @@ CONFIGMAP_KEY = r"[-._a-zA-Z0-9]+"
 
 
 def is_reserved_annotation_key(key: str) -> bool:
-    return matches(RESERVED_ANNOTATION_KEY, key)
+    return key not in PLATFORM_ANNOTATION_KEYS and matches(RESERVED_ANNOTATION_KEY, key)
 
 
 def is_reserved_env_name(name: str) -> bool:

@@ -539,16 +539,20 @@ ANNOTATION_KEYS = (
     ),
     Rule(
         run_time="manager.config._annotations",
-        rule=f"self.all(key, !key.matches('{_RESERVED_ANNOTATION_KEY}'))",
+        rule=(f"self.all(key, key in {_cel_list(patterns.PLATFORM_ANNOTATION_KEYS)} || "
+              f"!key.matches('{_RESERVED_ANNOTATION_KEY}'))"),
         message=(
             "Annotation keys containing reserved domains 'kubernetes.io/', 'openshift.io/', "
             "'k8s.io/' (including subdomains like '*.kubernetes.io/') or the operator's own "
             "prefixes 'cert-manager.io/', 'external-secrets.io/', "
-            "'external-secrets-operator.io/' are not allowed"
+            "'external-secrets-operator.io/' are not allowed, except "
+            + ", ".join(f"'{key}'" for key in patterns.PLATFORM_ANNOTATION_KEYS)
         ),
         origin="added",
         note=("The reference operator's C6 and C7 in one rule, plus the prefixes the operator "
-              "writes itself (cert-manager.io/inject-ca-from)."),
+              "writes itself (cert-manager.io/inject-ca-from), minus the platform annotations "
+              "administrators need on workloads (the SCC pin, workload partitioning, the "
+              "autoscaler's eviction veto)."),
     ),
 )
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
+from manager.api.patterns import REQUIRED_SCC_ANNOTATION
 from manager.config import (
     CertManagerSettings,
     EffectiveConfig,
@@ -66,6 +67,8 @@ RESTRICTED_CONTAINER_SECURITY_CONTEXT: Final = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+# The SCC the restricted security contexts above are written for (OpenShift 4.11 and later).
+RESTRICTED_SCC: Final = "restricted-v2"
 RESTRICTED_POD_SECURITY_CONTEXT: Final = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
@@ -186,6 +189,15 @@ def _spread_across_nodes(selector: dict[str, str]) -> list[dict[str, Any]]:
              "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector}}]
 
 
+def required_scc(config: EffectiveConfig) -> dict[str, str]:
+    """The SCC every operand pod asks for (OpenShift admits it with restricted-v2 even where a
+    higher-priority SCC another product installs would match first); the administrator's
+    own `openshift.io/required-scc` in controllerConfig.annotations replaces it."""
+    if REQUIRED_SCC_ANNOTATION in config.annotations:
+        return {}
+    return {REQUIRED_SCC_ANNOTATION: RESTRICTED_SCC}
+
+
 def loaded_content_annotations(config: EffectiveConfig, workload: str | None,
                                ) -> dict[str, str]:
     """The pod template annotation that changes with the content `workload` loads once."""
@@ -283,7 +295,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "controller_args": controller_args(config),
         "monitoring": monitoring_context(config),
         "pod": {
-            "annotations": loaded_content_annotations(config, workload_name),
+            "annotations": {**required_scc(config),
+                            **loaded_content_annotations(config, workload_name)},
             "security_context": RESTRICTED_POD_SECURITY_CONTEXT,
             "node_selector": workload.node_selector,
             "affinity": workload.affinity,

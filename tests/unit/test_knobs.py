@@ -82,7 +82,29 @@ def test_annotations_land_on_every_object_and_pod_template() -> None:
     assert all(o["metadata"]["annotations"]["example.com/a"] == "b" for o in rendered)
     for obj in rendered:
         if obj["kind"] == "Deployment":
-            assert obj["spec"]["template"]["metadata"]["annotations"] == {"example.com/a": "b"}
+            assert obj["spec"]["template"]["metadata"]["annotations"] == {
+                "example.com/a": "b", "openshift.io/required-scc": "restricted-v2"}
+
+
+def test_every_operand_pod_pins_restricted_v2_unless_the_administrator_pins_another() -> None:
+    """OpenShift picks the highest-priority SCC a pod matches; a product that installs a
+    broader one would otherwise change what the operand's pods run as."""
+    for annotations, expected in (({}, "restricted-v2"),
+                                  ({"openshift.io/required-scc": "nonroot-v2"}, "nonroot-v2")):
+        rendered = objects({"controllerConfig": {"annotations": annotations}})
+        deployments = [o for o in rendered if o["kind"] == "Deployment"]
+        assert len(deployments) == 3
+        for obj in deployments:
+            assert obj["spec"]["template"]["metadata"]["annotations"][
+                "openshift.io/required-scc"] == expected, obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("key", ["openshift.io/required-scc",
+                                 "target.workload.openshift.io/management",
+                                 "cluster-autoscaler.kubernetes.io/safe-to-evict"])
+def test_the_platform_annotations_administrators_need_are_allowed(key: str) -> None:
+    rendered = objects({"controllerConfig": {"annotations": {key: "x"}}})
+    assert all(o["metadata"]["annotations"][key] == "x" for o in rendered)
 
 
 def test_without_new_fields_nothing_gains_annotations_pdbs_or_spread() -> None:

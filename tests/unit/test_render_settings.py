@@ -617,8 +617,12 @@ def test_the_operators_own_policy_names_are_the_reserved_ones() -> None:
 
 
 def _pod_annotations(config: EffectiveConfig) -> dict[str, dict[str, str]]:
-    return {obj["metadata"]["name"]: obj["spec"]["template"]["metadata"].get("annotations") or {}
-            for obj in render_operand(config).objects() if obj["kind"] == "Deployment"}
+    """Each Deployment's pod annotations but the SCC pin, which every pod carries."""
+    found = {obj["metadata"]["name"]: dict(obj["spec"]["template"]["metadata"]["annotations"])
+             for obj in render_operand(config).objects() if obj["kind"] == "Deployment"}
+    for annotations in found.values():
+        assert annotations.pop("openshift.io/required-scc") == "restricted-v2"
+    return found
 
 
 def test_a_rotated_source_rolls_only_the_pods_that_load_it_once() -> None:
