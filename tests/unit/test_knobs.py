@@ -89,9 +89,9 @@ def test_annotations_land_on_every_object_and_pod_template() -> None:
 def test_every_operand_pod_pins_restricted_v2_unless_the_administrator_pins_another() -> None:
     """OpenShift picks the highest-priority SCC a pod matches; a product that installs a
     broader one would otherwise change what the operand's pods run as."""
-    for annotations, expected in (({}, "restricted-v2"),
-                                  ({"openshift.io/required-scc": "nonroot-v2"}, "nonroot-v2")):
-        rendered = objects({"controllerConfig": {"annotations": annotations}})
+    for given, expected in (({}, "restricted-v2"),
+                            ({"openshift.io/required-scc": "nonroot-v2"}, "nonroot-v2")):
+        rendered = objects({"controllerConfig": {"annotations": given}})
         deployments = [o for o in rendered if o["kind"] == "Deployment"]
         assert len(deployments) == 3
         for obj in deployments:
