@@ -514,7 +514,8 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         images=_images(env, bitwarden),
         versions=_versions(env),
         hidden_global_settings=hidden_global_settings(app, glob),
-        ignored_settings=ignored_budgets(esc.controller_config),
+        ignored_settings=(ignored_budgets(esc.controller_config)
+                          + ignored_components(esc.controller_config, cert_manager, bitwarden)),
         unsupported_overrides=unsupported_overrides(esc.controller_config),
         annotations=_annotations(esc.controller_config),
         workloads={workload: _workload(workload, esc.controller_config, app, glob)
@@ -989,6 +990,27 @@ def ignored_budgets(controller: ControllerConfig | None) -> tuple[str, ...]:
             "PodDisruptionBudget could only block node drains; set replicas to 2 or more to "
             "get one, or remove podDisruptionBudget")
     return tuple(ignored)
+
+
+def ignored_components(controller: ControllerConfig | None, cert_manager: CertManagerSettings,
+                       bitwarden: BitwardenSettings) -> tuple[str, ...]:
+    """componentConfigs and networkPolicies entries for a component that does not run (the
+    cert-controller once cert-manager issues the certificate, bitwarden-sdk-server while it is
+    off), each with the field and the reason, for status.ignoredSettings."""
+    why = {"CertController": ("the cert-controller does not run while cert-manager issues the "
+                              "webhook certificate (appConfig.certManagerConfig.enabled)")
+           if cert_manager.enabled else None,
+           "BitwardenSDKServer": ("bitwarden-sdk-server does not run while "
+                                  "appConfig.bitwardenSecretManagerProvider.enabled is not 'true'")
+           if not bitwarden.enabled else None}
+    named: list[tuple[str, str]] = [  # (field, componentName)
+        *((f"componentConfigs[{index}]", entry.component_name) for index, entry in
+          enumerate((controller.component_configs if controller else None) or [])),
+        *((f"networkPolicies[{index}]", entry.component_name) for index, entry in
+          enumerate((controller.network_policies if controller else None) or []))]
+    return tuple(f"{ESC_CONTROLLER}.{field} ({component}): no effect: {reason}; remove the "
+                 "entry or enable the component"
+                 for field, component in named if (reason := why.get(component)))
 
 
 def _workload(workload: Workload, controller: ControllerConfig | None,

@@ -761,8 +761,9 @@ class ExternalSecretsConfigStatus(ApiModel):
 
     ignored_settings: Annotated[list[str] | None, Schema(list_type="atomic")] = None
     """ignoredSettings lists the settings of the spec that have no effect, each as its field
-    path, "not rendered:" and the reason and fix (for example a podDisruptionBudget of a
-    component that runs one replica). They do not make the ExternalSecretsConfig non-Ready;
+    path, "not rendered:" or "no effect:", and the reason and fix (a podDisruptionBudget of a
+    component that runs one replica; componentConfigs or networkPolicies of a component that
+    does not run). They do not make the ExternalSecretsConfig non-Ready;
     the operator also logs a warning when the list changes. Absent when every setting is in
     effect."""
 

@@ -392,6 +392,33 @@ def test_a_budget_asked_for_one_replica_is_not_rendered_and_is_named() -> None:
     assert config().ignored_settings == ()
 
 
+def test_settings_of_a_component_that_does_not_run_are_named_as_ignored() -> None:
+    """componentConfigs of the cert-controller once cert-manager issues the certificate, and
+    componentConfigs and networkPolicies of bitwarden-sdk-server while it is off."""
+    spec = {"controllerConfig": {
+        "componentConfigs": [{"componentName": "CertController",
+                              "deploymentConfigs": {"replicas": 2}},
+                             {"componentName": "BitwardenSDKServer",
+                              "overrideEnv": [{"name": "LOG", "value": "x"}]},
+                             {"componentName": "Webhook", "deploymentConfigs": {"replicas": 2}}],
+        "networkPolicies": [{"name": "bw-out", "componentName": "BitwardenSDKServer",
+                             "egress": [{}]}]}}
+    plain = config(esc(spec))
+    assert [entry.split(" (")[0] for entry in plain.ignored_settings] == [
+        "spec.controllerConfig.componentConfigs[1]", "spec.controllerConfig.networkPolicies[0]"]
+    assert "bitwarden-sdk-server does not run" in plain.ignored_settings[0]
+    with_cert_manager = config(esc({**spec, "appConfig": {"certManagerConfig": {
+        "enabled": "true", "issuerRef": {"name": "ca"}}}}))
+    assert with_cert_manager.ignored_settings[0].startswith(
+        "spec.controllerConfig.componentConfigs[0] (CertController): no effect: the "
+        "cert-controller does not run while cert-manager issues the webhook certificate")
+    enabled = config(esc({**spec, "appConfig": {"certManagerConfig": {
+        "enabled": "true", "issuerRef": {"name": "ca"}}, "bitwardenSecretManagerProvider": {
+            "enabled": "true"}}}))
+    assert [entry.split(" (")[0] for entry in enabled.ignored_settings] == [
+        "spec.controllerConfig.componentConfigs[0]"]
+
+
 def test_an_unmanaged_replica_count_keeps_a_budget_that_allows_evictions() -> None:
     result = config(components({"componentName": "Webhook", "deploymentConfigs": {
         "manageReplicas": "false", "podDisruptionBudget": {"maxUnavailable": 1}}}))
