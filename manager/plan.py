@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from manager.apply import Applier, Discovery, ObjectRef, Observed, Pruner, TerminatingObjectError
+from manager.apply import Applier, Discovery, ObjectRef, Observed, Pruner
 from manager.apply.cache import ObjectCache
 from manager.apply.convergence import APPLIED_HASH_ANNOTATION, is_converged, prepare_for_apply
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, config_of_objects
@@ -71,6 +71,9 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     unchanged: int = 0
     notes: list[str] = field(default_factory=list)
+    degraded: str | None = None
+    """Set: the pass would end Degraded for this reason (a missing dependency), having
+    applied what the dependency does not hold."""
 
     def count(self, action: str) -> int:
         return sum(1 for step in self.steps if step.action == action)
@@ -141,19 +144,13 @@ async def operator_environment(kube: Kube, namespace: str, overrides: Mapping[st
 
 
 async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None:
-    """The pass's decision (pass_decision.decide) over what the cluster holds, as steps."""
+    """The pass's decision (pass_decision.decide) over what the cluster holds, as steps: the
+    same reads, the same rules, so `plan` and a pass answer alike."""
     discovery = Discovery(kube)
     plan.namespace = config.namespace
     desired = render_operand(config)
     cache = ObjectCache()  # never synced: every read goes to the server
-    applier = Applier(kube, discovery, cache)
-    observed: list[Observed] = []
-    for obj in desired.objects():
-        try:
-            observed.append(await applier.read(obj))
-        except TerminatingObjectError as deleting:
-            plan.steps.append(Step("wait", deleting.ref, ("being deleted; re-created once "
-                                                          "it is gone",)))
+    observed = await Applier(kube, discovery, cache).read_all(desired.objects())
     missing = await Preflight(kube, discovery).check(config)
     keep = [ObjectRef.of(obj) for obj in desired.objects()]
     unwanted = await Pruner(kube, discovery, cache).find_unwanted(desired.kinds(), keep)
@@ -161,13 +158,19 @@ async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None
     if decision.refusal is not None:
         raise PlanRefusedError(f"the operator would write nothing (Degraded, ObjectNotOwned): "
                                f"{decision.refusal}")
-    if decision.blocked is not None:
-        raise PlanRefusedError(f"the operator would stop (Degraded, {decision.blocked.reason}): "
-                               f"{decision.blocked}")
     new_namespace = any(o.live is None for o in decision.namespace)
     for item in (*decision.namespace, *decision.apply):
         await _plan_object(kube, discovery, item, new_namespace and bool(item.ref.namespace),
                            plan)
+    for held in decision.held:
+        reason = next(m.reason for m in missing if m.holds(held.ref))
+        plan.steps.append(Step("wait", held.ref, (f"held back until {reason} is resolved",)))
+    plan.steps.extend(Step("wait", o.ref, ("being deleted; created again once it is gone",))
+                      for o in decision.waiting)
+    if decision.blocked is not None:
+        plan.degraded = decision.blocked.reason
+        plan.notes.append(f"The pass would end Degraded ({decision.blocked.reason}) and "
+                          f"delete nothing until then: {decision.blocked}")
     plan.steps.extend(Step("delete", ref) for ref in refs(decision.prune))
     plan.steps.extend(Step("delete", ref, ("once cert-manager's webhook Certificate is Ready",))
                       for ref in refs(decision.deferred))

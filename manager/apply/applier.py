@@ -37,6 +37,11 @@ class Observed:
         """It exists and the operator never applied it (manager.apply.ownership)."""
         return is_foreign(self.live)
 
+    @property
+    def terminating(self) -> bool:
+        """It is being deleted: it can be applied again only once it is gone."""
+        return self.live is not None and bool(self.live["metadata"].get("deletionTimestamp"))
+
 
 class Applier:
     """Applies manifests with one field manager (`external-secrets-operator`), forcing
@@ -54,7 +59,7 @@ class Applier:
         """The object `desired` names: from the cache of the operator's own objects, else
         from `listed` (read_all), else from the server (an object of that name that is not
         the operator's is invisible to the cache; none can exist while its API is not
-        served). An object being deleted cannot be applied yet."""
+        served). An object being deleted is returned as it is (`Observed.terminating`)."""
         ref = ObjectRef.of(desired)
         live = self.cache.get(ref) if self.cache.synced((ref.group, ref.kind)) else None
         if live is None and listed is not None and ref in listed:
@@ -66,8 +71,6 @@ class Applier:
                     resource.object_path(ref.name, ref.namespace or None))
             except ApiError as error:
                 raise ObjectError(ref, "get", error) from error
-        if live is not None and live["metadata"].get("deletionTimestamp"):
-            raise TerminatingObjectError(ref)
         return Observed(desired, ref, live)
 
     async def read_all(self, objects: Sequence[JsonObject]) -> list[Observed]:
@@ -105,9 +108,11 @@ class Applier:
     async def write(self, observed: Observed) -> ObjectResult:
         """Make the object match its desired state: apply only if it is missing, out of date
         or drifted (see manager.apply.convergence). A foreign object is adopted: callers
-        decide beforehand whether that is allowed."""
+        decide beforehand whether that is allowed. One being deleted cannot be written."""
         body = prepare_for_apply(observed.desired)
         ref, live = observed.ref, observed.live
+        if observed.terminating:
+            raise TerminatingObjectError(ref)
         if is_converged(body, live, self.field_manager):
             return ObjectResult(ref, Action.UNCHANGED, live=live)
         try:

@@ -3,8 +3,9 @@ and delete if these specs were applied, worked out against the live cluster with
 dry runs; nothing is changed.
 
 Exit status: 0 when the API server and the operator would accept the specs, 1 when either
-would refuse them (the reason is printed), 2 when no plan could be made (unreadable file,
-no credentials, the API server unreachable).
+would refuse them (the reason is printed) or the pass would end Degraded on a missing
+dependency (the plan is printed: what it would still apply, what it would hold back and why),
+2 when no plan could be made (unreadable file, no credentials, the API server unreachable).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ async def plan(kubeconfig: str | None, esc: dict[str, Any], esm: dict[str, Any] 
     finally:
         await kube.close()
     print_plan(result, out)
-    return 0
+    return 1 if result.degraded else 0
 
 
 def print_plan(plan: Plan, out: TextIO) -> None:

@@ -54,6 +54,7 @@ def drift_of_decision(decision: PassDecision) -> list[Drift]:
                 for ref in decision.refusal.refs]
     drift = [found for observed in (*decision.namespace, *decision.apply, *decision.held)
              if (found := drift_of(observed))]
+    drift += [Drift(observed.ref, "is being deleted") for observed in decision.waiting]
     return drift + [Drift(ObjectRef.of(obj), "is no longer rendered (it would be deleted)")
                     for _, obj in (*decision.prune, *decision.deferred)]
 

@@ -15,6 +15,9 @@ The rules:
   never adopted: one the operator did not create is used as it is, never written.
 - A missing dependency holds back only the objects that need it; the rest is applied, and
   nothing is deleted while anything is missing (the pass is Degraded).
+- An object being deleted (a finalizer someone else waits on) is a wait for that object
+  only: the rest is applied and pruned, and the pass awaits it (Progressing) until it is
+  gone and can be created again. A Namespace being deleted is a wait for everything in it.
 - Our objects that are no longer rendered are deleted once every apply succeeded, except
   the cert-controller's while cert-manager replaces it: those wait until cert-manager's
   webhook Certificate is Ready and its Secret exists (the seed's safe transition), which
@@ -59,6 +62,8 @@ class PassDecision:
     """Everything else to apply, in apply order."""
     held: tuple[Observed, ...]
     """Not applied: each waits for a missing dependency."""
+    waiting: tuple[Observed, ...]
+    """Not applied: each is being deleted, and is created again once it is gone."""
     blocked: MissingDependencyError | None
     """The first missing dependency, naming what it holds back: the pass ends Degraded."""
     prune: tuple[Unwanted, ...]
@@ -72,18 +77,23 @@ def decide(observation: Observation) -> PassDecision:
     config, observed = observation.config, observation.observed
     foreign = [(o.ref, o.live or {}) for o in observed if o.foreign and not _namespace(o)]
     if foreign and not config.adopt_existing_objects:
-        return PassDecision(ForeignObjectsError(foreign), (), (), (), None, (), ())
+        return PassDecision(ForeignObjectsError(foreign), (), (), (), (), None, (), ())
+    if any(_namespace(o) and o.terminating for o in observed):
+        return PassDecision(None, (), (), (), tuple(observed), None, (), ())
     namespace = tuple(o for o in observed if _namespace(o) and not o.foreign)
     held = tuple(o for o in observed if not _namespace(o)
                  and any(problem.holds(o.ref) for problem in observation.missing))
-    apply = tuple(o for o in observed if not _namespace(o) and o.ref not in {h.ref for h in held})
+    held_refs = {o.ref for o in held}
+    waiting = tuple(o for o in observed if o.terminating and o.ref not in held_refs)
+    apply = tuple(o for o in observed if not _namespace(o) and o.ref not in held_refs
+                  and not o.terminating)
     if observation.missing:
         blocked = observation.missing[0].holding([o.ref for o in held])
-        return PassDecision(None, namespace, apply, held, blocked, (), ())
+        return PassDecision(None, namespace, apply, held, waiting, blocked, (), ())
     replaced = [u for u in observation.unwanted
                 if config.cert_manager.enabled and _app(u[1]) == CERT_CONTROLLER_APP]
     prune = tuple(u for u in observation.unwanted if u not in replaced)
-    return PassDecision(None, namespace, apply, held, None, prune, tuple(replaced))
+    return PassDecision(None, namespace, apply, held, waiting, None, prune, tuple(replaced))
 
 
 def refs(items: Sequence[Unwanted]) -> list[ObjectRef]:

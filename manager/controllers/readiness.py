@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from manager.apply import ObjectRef
 from manager.kube import JsonObject
 
 # How long a caBundle may lag behind the served certificate before the administrator is
@@ -247,6 +248,14 @@ def certificate_readiness(certificate: JsonObject) -> Readiness:
 
 def certificate_ready(certificate: JsonObject | None) -> bool:
     return certificate is not None and certificate_readiness(certificate).ready
+
+
+def being_deleted(refs: Sequence[ObjectRef]) -> Readiness:
+    """Objects the pass could not apply because they are being deleted (a finalizer holds
+    them): awaited until they are gone and created again."""
+    return Readiness(awaited=tuple(Awaited(str(ref), "being deleted; it is created again once "
+                                           "it is gone (a finalizer may hold it)")
+                                   for ref in refs))
 
 
 def combine(parts: Iterable[Readiness]) -> Readiness:

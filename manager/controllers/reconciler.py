@@ -66,7 +66,6 @@ from manager.controllers.events import EventRecorder, EventSpec, now_rfc3339
 from manager.controllers.facts import ClusterFacts
 from manager.controllers.failures import failed_outcome
 from manager.controllers.management_outcomes import (
-    Drift,
     drift_of_decision,
     removal_outcome,
     unmanaged_outcome,
@@ -307,9 +306,6 @@ class Reconciler:
             watches = frozenset(dependency_watches(config))
             decision = pass_decision.decide(await self._observation(config, desired))
             drift = drift_of_decision(decision)
-        except TerminatingObjectError as deleting:  # the rest is compared once it is gone
-            return Branch(unmanaged_outcome([Drift(deleting.ref, "is being deleted")]),
-                          config, watches)
         except (ConfigError, ObjectError, ApiError) as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem))
@@ -375,7 +371,8 @@ class Reconciler:
             applied = await self._write(decision.apply, writes)
             if decision.blocked is not None:  # degraded: nothing is deleted
                 raise decision.blocked
-            operand = await self._operand_readiness(config, applied)
+            operand = (await self._operand_readiness(config, applied)
+                       + readiness.being_deleted([o.ref for o in decision.waiting]))
             await self._delete(decision.prune, writes)
             if decision.deferred and not await self._cert_controller_held(config, applied):
                 await self._delete(decision.deferred, writes)

@@ -113,11 +113,13 @@ async def test_plan_shows_changes_by_field_and_deletions_and_refuses_bad_specs(
     assert moved.returncode == 1, moved.stdout
     assert moved.stdout.startswith("refused: the API server refuses ExternalSecretsConfig")
     assert "to move the operand to another namespace" in moved.stdout
-    # Refused by the operator: a missing dependency.
+    # A missing dependency: exit 1, and the plan says what the pass would still do.
     missing = plan(cluster, tmp_path, {**base, "appConfig": {
         "bitwardenSecretManagerProvider": {"enabled": "true", "secretRef": {"name": "nope"}}}})
     assert missing.returncode == 1, missing.stdout
-    assert "Degraded, BitwardenSecretNotFound" in missing.stdout
+    assert "The pass would end Degraded (BitwardenSecretNotFound)" in missing.stdout
+    assert (f"  wait    Deployment {namespace}/bitwarden-sdk-server\n"
+            "            held back until BitwardenSecretNotFound is resolved") in missing.stdout
     # Not a plan at all: the file is not an ExternalSecretsConfig.
     (tmp_path / "other.yaml").write_text("kind: ConfigMap\n")
     wrong = subprocess.run([sys.executable, "-m", "manager", "plan", "-f",
@@ -164,7 +166,11 @@ async def test_plan_and_the_pass_decide_alike(*, kube: Kube, esc: EscHandle,
 
     def steps(planned: Plan | str) -> set[tuple[Action, str]]:
         assert isinstance(planned, Plan), planned
-        return {(PLANNED_AS[s.action], str(s.ref)) for s in planned.steps}
+        return {(PLANNED_AS[s.action], str(s.ref)) for s in planned.steps if s.action != "wait"}
+
+    def waits(planned: Plan | str) -> set[str]:
+        assert isinstance(planned, Plan), planned
+        return {str(s.ref) for s in planned.steps if s.action == "wait"}
 
     base = {"controllerConfig": {"namespace": namespace}}
     # Install (the Namespace exists and is not the operator's: neither writes it).
@@ -197,10 +203,42 @@ async def test_plan_and_the_pass_decide_alike(*, kube: Kube, esc: EscHandle,
     assert report.outcome.reason == "ObjectNotOwned"
     assert operand_writes(report) == set()
     await kube.delete(service)
-    # A missing dependency: the plan refuses with the reason the pass reports.
+    # A missing dependency: both apply what it does not hold (the re-created Service),
+    # hold bitwarden's Deployment, delete nothing, and name the same reason.
     planned, report = await plan_then_pass({"appConfig": {"bitwardenSecretManagerProvider": {
         "enabled": "true", "secretRef": {"name": "nope"}}}})
     assert report.outcome is not None
     assert report.outcome.reason == "BitwardenSecretNotFound"
-    assert isinstance(planned, str)
-    assert f"Degraded, {report.outcome.reason}" in planned
+    assert isinstance(planned, Plan), planned
+    assert steps(planned) == operand_writes(report)
+    assert (Action.CREATED, f"Service {namespace}/external-secrets-webhook") in steps(planned)
+    assert f"Deployment {namespace}/bitwarden-sdk-server" in waits(planned)
+    assert not any(action is Action.DELETED for action, _ in steps(planned))
+    assert any(f"Degraded ({report.outcome.reason})" in note for note in planned.notes)
+    # An object being deleted (a finalizer holds it): a wait for it alone in both; a
+    # deleted Deployment is re-created meanwhile.
+    policy = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/deny-all-traffic"
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets"
+    await kube.merge_patch(policy, {"metadata": {"finalizers": ["example.com/hold"]}},
+                           field_manager="someone-else")
+    await kube.delete(policy)
+    await kube.delete(deployment)
+    try:
+        planned, report = await plan_then_pass({"appConfig": {
+            "bitwardenSecretManagerProvider": {"enabled": "false"}}})
+        assert f"NetworkPolicy {namespace}/deny-all-traffic" in waits(planned), planned
+        assert steps(planned) == operand_writes(report)
+        assert (Action.CREATED, f"Deployment {namespace}/external-secrets") in steps(planned)
+        assert report.outcome is not None
+        assert report.outcome.reason != "ObjectTerminating", report.outcome
+        assert [str(a) for a in report.outcome.awaited if "being deleted" in str(a)] == [
+            f"NetworkPolicy {namespace}/deny-all-traffic: being deleted; it is created again "
+            "once it is gone (a finalizer may hold it)"], report.outcome
+    finally:
+        await kube.merge_patch(policy, {"metadata": {"finalizers": None}},
+                               field_manager="someone-else")
+    planned, report = await plan_then_pass({"controllerConfig": {
+        "namespace": namespace, "labels": {"team": "c"}}})
+    assert not waits(planned), planned
+    assert (Action.CREATED, f"NetworkPolicy {namespace}/deny-all-traffic") in (
+        operand_writes(report)), report.writes

@@ -132,3 +132,29 @@ def test_unmanaged_drift_is_read_off_the_decision() -> None:
         cfg, observed(cfg, {"Deployment/external-secrets": THEIRS}), (), (OLD_BITWARDEN_SA,))))
     assert [str(d) for d in refused] == [
         "Deployment external-secrets/external-secrets exists but the operator did not create it"]
+
+
+TERMINATING = {**OURS, "deletionTimestamp": "2026-11-28T00:00:00Z", "finalizers": ["x/y"]}
+
+
+def test_an_object_being_deleted_is_a_wait_for_it_alone() -> None:
+    """A stuck finalizer on one NetworkPolicy must not stop the repair of the rest."""
+    cfg = config()
+    seen = observed(cfg, {"NetworkPolicy/deny-all-traffic": TERMINATING,
+                          "Deployment/external-secrets": None})
+    decision = decide(Observation(cfg, seen, (), (OLD_BITWARDEN_SA,)))
+    assert [str(o.ref) for o in decision.waiting] == [
+        "NetworkPolicy external-secrets/deny-all-traffic"]
+    assert "Deployment external-secrets/external-secrets" in {str(o.ref) for o in decision.apply}
+    assert len(decision.namespace) + len(decision.apply) == len(seen) - 1
+    assert refs(decision.prune) == [ObjectRef.of(OLD_BITWARDEN_SA[1])]
+    assert ("NetworkPolicy external-secrets/deny-all-traffic is being deleted"
+            in [str(d) for d in drift_of_decision(decision)])
+
+
+def test_a_namespace_being_deleted_is_a_wait_for_everything() -> None:
+    cfg = config()
+    seen = observed(cfg, {"Namespace/external-secrets": TERMINATING})
+    decision = decide(Observation(cfg, seen, (), (OLD_BITWARDEN_SA,)))
+    assert (decision.namespace, decision.apply, decision.prune) == ((), (), ())
+    assert len(decision.waiting) == len(seen)

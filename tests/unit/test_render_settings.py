@@ -620,8 +620,8 @@ def _pod_annotations(config: EffectiveConfig) -> dict[str, dict[str, str]]:
     """Each Deployment's pod annotations but the SCC pin, which every pod carries."""
     found = {obj["metadata"]["name"]: dict(obj["spec"]["template"]["metadata"]["annotations"])
              for obj in render_operand(config).objects() if obj["kind"] == "Deployment"}
-    for annotations in found.values():
-        assert annotations.pop("openshift.io/required-scc") == "restricted-v2"
+    for pod_annotations in found.values():
+        assert pod_annotations.pop("openshift.io/required-scc") == "restricted-v2"
     return found
 
 
