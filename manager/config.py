@@ -188,6 +188,9 @@ class CertManagerSettings(_Frozen):
     mount_previous: bool = False
     """A cluster fact: cert-manager has not issued the webhook's Secret yet but the
     cert-controller's still exists, so the webhook keeps serving that one until then."""
+    issued: bool = False
+    """A cluster fact: the Secret cert-manager fills for the webhook exists, so the webhook
+    can be served from it whatever happens to the Issuer."""
 
     @property
     def operator_fills_ca_bundle(self) -> bool:

@@ -61,9 +61,10 @@ def _existing_cluster() -> Cluster:
 
 @dataclass
 class CertManager:
-    """cert-manager's controller and CA injector (v1.11.5, built from its Go module) as
-    processes with the admin's kubeconfig: the operator only consumes cert-manager's API,
-    so how cert-manager itself is deployed is not under test."""
+    """cert-manager's controller and CA injector (CERT_MANAGER_VERSION, built from its
+    release tree, the same version as the CRDs) as processes with the admin's kubeconfig:
+    the operator only consumes cert-manager's API, so how cert-manager itself is deployed is
+    not under test."""
 
     cluster: Cluster
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -80,6 +81,9 @@ class CertManager:
                 self.processes.append(subprocess.Popen(  # killed with this process, too
                     ["setpriv", "--pdeathsig=KILL", "--", str(bin_dir / name), kubeconfig,
                      "--leader-elect=false", *args],
+                    # v1.20's CA injector builds its client from controller-runtime's
+                    # configuration, which reads $KUBECONFIG, not the flag.
+                    env={**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)},
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
 
     def stop(self) -> None:

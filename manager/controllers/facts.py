@@ -140,9 +140,11 @@ class ClusterFacts:
         fills = settings.operator_fills_ca_bundle
         secret = await self.kube.get(f"{secrets}/{WEBHOOK_SECRET_CERT_MANAGER}",
                                      accept="application/json" if fills else PARTIAL_METADATA)
-        facts: dict[str, object] = {"mount_previous": secret is None and (
-            await self._live(ObjectRef("v1", "Secret", config.namespace, WEBHOOK_SECRET),
-                             PARTIAL_METADATA) is not None)}
+        facts: dict[str, object] = {
+            "issued": secret is not None,
+            "mount_previous": secret is None and (await self._live(
+                ObjectRef("v1", "Secret", config.namespace, WEBHOOK_SECRET),
+                PARTIAL_METADATA) is not None)}
         published = ((secret or {}).get("data") or {}).get("ca.crt") or None
         if fills and published and secret is not None:
             facts.update(await self._overlap(config, published, last_change(secret)))

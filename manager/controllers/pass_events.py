@@ -39,7 +39,7 @@ _OWN_RULES = frozenset({"namespace", "bitwarden", "cert_manager", "hidden_global
                         "ignored_settings", "unsupported_overrides", "loaded_once"})
 # CertManagerSettings fields that are cluster facts, not settings (at their defaults).
 _CERT_MANAGER_FACTS = {"ca_bundle": None, "bundle_overlap": None, "overlap_until": None,
-                       "mount_previous": False}
+                       "mount_previous": False, "issued": False}
 _LOADED_NAMES = {"trusted-ca": "the trustedCABundle ConfigMap",
                  "proxy-ca": "the proxy's CA bundle", "bitwarden-tls": "bitwarden's TLS Secret"}
 _SPEC_NAMES = {"webhook_check_interval": "certificateCheckInterval",

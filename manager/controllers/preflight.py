@@ -95,13 +95,17 @@ class MissingDependencyError(Exception):
 
 
 def _cert_manager_dependants(config: EffectiveConfig) -> Holds:
-    """What switches to cert-manager's certificate: the Certificates, the webhook (its
-    Deployment mounts the Secret cert-manager fills, its configurations take that CA) and
-    bitwarden-sdk-server when cert-manager issues its certificate."""
-    components = ("webhook", "bitwarden") if config.bitwarden.issue_certificate else ("webhook",)
-    deployment = deployments(*components)
+    """What needs cert-manager or its Issuer: the Certificates; until cert-manager has issued
+    the webhook's Secret, the webhook too (its Deployment mounts that Secret, its
+    configurations take that CA) and bitwarden-sdk-server when cert-manager issues its
+    certificate. Once the Secret exists the webhook needs only it: a lost Issuer then stops
+    renewals, never the re-creation of a deleted webhook Deployment or configuration."""
+    bitwarden = deployments("bitwarden") if config.bitwarden.issue_certificate else None
+    if config.cert_manager.issued:
+        return lambda ref: ref.kind == "Certificate" or bool(bitwarden and bitwarden(ref))
+    webhook = deployments("webhook")
     return lambda ref: (ref.kind in ("Certificate", "ValidatingWebhookConfiguration")
-                        or deployment(ref))
+                        or webhook(ref) or bool(bitwarden and bitwarden(ref)))
 
 
 @dataclass(frozen=True)
@@ -211,8 +215,10 @@ class Preflight:
             raise MissingDependencyError(
                 "IssuerNotFound", f"{field}.issuerRef",
                 f'{settings.issuer_kind} "{name}" not found{where}. Create it (issuerRef is '
-                "immutable); until then the built-in cert-controller keeps serving the webhook "
-                "certificate and nothing is removed",
+                + ("immutable); until then the webhook keeps serving the certificate cert-manager "
+                   "issued, which is not renewed, and nothing is removed" if settings.issued else
+                   "immutable); until then the built-in cert-controller keeps serving the "
+                   "webhook certificate and nothing is removed"),
                 subject=f"{settings.issuer_kind} {f'{namespace}/' if namespace else ''}{name}",
                 inspect=f"kubectl get {listing}", holds=_cert_manager_dependants(config))
 

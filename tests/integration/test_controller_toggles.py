@@ -274,6 +274,38 @@ async def test_cert_manager_on(kube: Kube, esc: EscHandle, start_operator: Start
                       f"{store['metadata']['name']}")
     await user_objects.assert_untouched(kube)
 
+    # A second fault: the Issuer is deleted, then the webhook Deployment. The issued Secret
+    # still exists, so only the Certificate waits for the Issuer: the Deployment comes back
+    # and the webhook admits again, while the ESC is Degraded naming the Issuer.
+    issuer = f"/apis/cert-manager.io/v1/namespaces/{namespace}/issuers/eso-issuer"
+    webhook = f"/apis/apps/v1/namespaces/{namespace}/deployments/external-secrets-webhook"
+    lost = await kube.request("GET", webhook)
+    await kube.delete(issuer)
+    degraded = await wait_condition(esc, "Degraded", "True", reason="IssuerNotFound")
+    assert "keeps serving the certificate cert-manager issued" in await esc.failure_message()
+    await kube.delete(webhook)
+
+    async def webhook_back() -> None:
+        live = await kube.get(webhook)
+        assert live is not None
+        assert live["metadata"]["uid"] != lost["metadata"]["uid"]
+        assert (live.get("status") or {}).get("availableReplicas") == 1, live.get("status")
+
+    await eventually(webhook_back, 60)
+    await kube.create(f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/secretstores", {
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": "through-the-webhook"},
+        "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}}},
+        field_manager="integration-tests")
+    await kube.delete(f"/apis/external-secrets.io/v1/namespaces/{USER_NAMESPACE}/secretstores/"
+                      "through-the-webhook")
+    assert degraded["reason"] == "IssuerNotFound"
+    await kube.create(issuer.rpartition("/")[0],
+                      {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+                       "metadata": {"name": "eso-issuer"}, "spec": {"selfSigned": {}}},
+                      field_manager="integration-tests")
+    await wait_condition(esc, "Ready", "True", timeout=60)
+
     # The CRD annotator: every operand CRD gets cert-manager's injector annotation.
     await esc.patch_spec({"appConfig": {"certManagerConfig": {"addInjectorAnnotations": "true"}}})
 
