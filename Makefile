@@ -52,11 +52,13 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # Built or fetched once per machine and version, cached in ~/.cache/eso-operator.
-# What the simulated cluster runs (make run, make demo): the control plane, kwok, the operand.
+# What the simulated cluster runs (make run, make demo): the control plane, kwok, the operand
+# and bitwarden-sdk-server (built from their release trees: hack/upstream-sources.txt).
 prereqs-cluster:
 	bash hack/build-control-plane.sh >/dev/null
 	bash hack/build-tool.sh kwok >/dev/null
 	bash hack/build-tool.sh external-secrets >/dev/null
+	bash hack/build-tool.sh bitwarden-sdk-server >/dev/null
 	hack/fetch-crds.sh >/dev/null
 
 # What the cluster suites use besides: cert-manager, promtool, the bundle validator, the

@@ -146,14 +146,16 @@ class SimulatedCluster:
     def start(self, timeout: float = 60.0) -> None:
         started = time.monotonic()
         add_pod_route(self.pod_cidr)
-        tools = {name: ensure_tool(name) for name in ("kwok", "external-secrets")}
+        tools = {name: ensure_tool(name)
+                 for name in ("kwok", "external-secrets", "bitwarden-sdk-server")}
         self.plane.start()
         self._spawn_controllers(tools["kwok"] / "kwok")
         for name, zone in zip(NODES, ZONES, strict=True):
             self.api.apply(f"/api/v1/nodes/{name}", node_object(name, zone), "devcluster")
-        image_map.save({**image_map.default_images(tools["external-secrets"] /
-                                                   "external-secrets"), **self.images},
-                       self.images_file)
+        image_map.save({**image_map.default_images(
+            tools["external-secrets"] / "external-secrets",
+            tools["bitwarden-sdk-server"] / "bitwarden-sdk-server"), **self.images},
+            self.images_file)
         self.plane.spawn("pod-runner", [sys.executable, "-m", "devcluster", "runner",
                                         "--dir", str(self.workdir)])
         self._wait_working(started + timeout)

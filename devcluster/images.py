@@ -20,10 +20,9 @@ and runs it, devcluster/containers.py):
   (published.py).
 
 What runs as a local command standing in for an image the cluster cannot have:
-- the operand's image (ghcr.io/external-secrets/external-secrets): the external-secrets
-  binary built from its Go module at SIMULATION_EXTERNAL_SECRETS_VERSION
-  (hack/build-tool.sh); the tag in the pod does not change which binary runs, and tests
-  that care say so; bitwarden-sdk-server has none (its pods wait, NoLocalBinary);
+- the operand's images (ghcr.io/external-secrets/external-secrets and bitwarden-sdk-server):
+  the binaries of the releases the operator ships, built from their source trees
+  (hack/build-tool.sh), run as their images' entrypoints and users would;
 - in the other OLM tests, OLM's util and opm images (olm.py): OLM's cpb and opm binaries;
   the catalog is no image at all but a local `opm serve` at the CatalogSource's address;
 - each bundle image there (catalog.py): a copy of the bundle's directory, not unpacked from
@@ -46,6 +45,12 @@ OPERAND_REPOSITORY = "ghcr.io/external-secrets/external-secrets"
 # The operand image: ENTRYPOINT ["/bin/external-secrets"], USER 65534 (its Dockerfile).
 OPERAND_ENTRYPOINT = ("/bin/external-secrets",)
 NOBODY = 65534
+BITWARDEN_REPOSITORY = "ghcr.io/external-secrets/bitwarden-sdk-server"
+# bitwarden-sdk-server's image (distroless nonroot): ENTRYPOINT ["/bitwarden-sdk-server",
+# "serve"], user 65532, its SDK state in /state (BW_SECRETS_MANAGER_STATE_PATH).
+BITWARDEN_ENTRYPOINT = ("/bitwarden-sdk-server", "serve")
+BITWARDEN_USER = 65532
+BITWARDEN_ENV = (("BW_SECRETS_MANAGER_STATE_PATH", "/state"),)
 # The operator image (Dockerfile): ENTRYPOINT ["/opt/operator/bin/python", "-m", "manager"],
 # USER 1001, and the package installed in that virtualenv. Here the package is a source tree,
 # mounted at /opt/app-root/src, and the Python environment is the one running this code
@@ -76,8 +81,11 @@ def find(images: ImageMap, image: str) -> ImageEntry | None:
     return images.get(image) or images.get(repository(image))
 
 
-def default_images(operand_binary: Path) -> ImageMap:
-    return {OPERAND_REPOSITORY: ImageEntry(OPERAND_ENTRYPOINT, (str(operand_binary),), NOBODY)}
+def default_images(operand_binary: Path, bitwarden_binary: Path) -> ImageMap:
+    return {OPERAND_REPOSITORY: ImageEntry(OPERAND_ENTRYPOINT, (str(operand_binary),), NOBODY),
+            BITWARDEN_REPOSITORY: ImageEntry(BITWARDEN_ENTRYPOINT,
+                                             (str(bitwarden_binary), "serve"),
+                                             BITWARDEN_USER, BITWARDEN_ENV)}
 
 
 def release_venv(source: Path) -> Path:

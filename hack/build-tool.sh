@@ -3,7 +3,8 @@
 # version, into a cache outside the repository, and prints the directory of its binaries.
 #
 #   hack/build-tool.sh kwok               kwok (the simulated nodes and pods)
-#   hack/build-tool.sh external-secrets   the operand's binary, at the simulation's pin
+#   hack/build-tool.sh external-secrets   the operand's binary, at the version that ships
+#   hack/build-tool.sh bitwarden-sdk-server  the bitwarden-sdk-server that ships (cgo)
 #   hack/build-tool.sh cert-manager       cert-manager's controller, webhook and cainjector
 #   hack/build-tool.sh olm                OLM's olm-operator, catalog-operator and the copy
 #                                         tool of its unpack Job, plus OLM's CRDs (crds/)
@@ -11,10 +12,16 @@
 #   hack/build-tool.sh promtool           Prometheus' promtool (check and test alerting rules)
 #   hack/build-tool.sh grpc-health-probe  grpc_health_probe (the catalog image's exec probes)
 #
-# Pins come from manager/versions.py. The wrapper module requires the tool's module and
-# copies every replace directive of the tool's own go.mod that points at a published
-# module (local-path replaces cannot be honoured outside the tool's repository); then
-# `go build` builds the unmodified upstream main packages from the module cache.
+# Pins come from manager/versions.py. Two ways to build:
+# - from a published module: the wrapper module requires the tool's module and copies every
+#   replace directive of the tool's own go.mod that points at a published module (local-path
+#   replaces cannot be honoured outside the tool's repository); then `go build` builds the
+#   unmodified upstream main packages from the module cache;
+# - from a release's source tree (SOURCE=1: the releases whose go.mod replaces modules by
+#   local path): UPSTREAM_SRC/NAME-VERSION.tar.gz (default: ../shared/upstream-src from the
+#   project's root), checked against the digest pinned in hack/upstream-sources.txt before it
+#   is unpacked; each main package is built in its own directory of the tree (cert-manager's
+#   commands are nested modules), dependencies from the Go module proxy.
 # TOOLS_CACHE selects the cache root. A cached directory is complete or absent.
 set -euo pipefail
 
@@ -28,22 +35,26 @@ die() { log "$*"; exit 1; }
 # and optionally CGO (0/1), TAGS, LDFLAGS and DIRS (directories of the module copied next to
 # bin/: "module-path=name").
 recipe() {
-  CGO=0 TAGS="" LDFLAGS="-s -w" DIRS=()
+  CGO=0 TAGS="" LDFLAGS="-s -w" DIRS=() SOURCE=0 EXTLDFLAGS=""
   case "$1" in
     kwok)
       MODULE=sigs.k8s.io/kwok VERSION=$(pin KWOK_VERSION)
       PACKAGES=(sigs.k8s.io/kwok/cmd/kwok) ;;
     external-secrets)
-      MODULE=github.com/external-secrets/external-secrets
-      VERSION=$(pin SIMULATION_EXTERNAL_SECRETS_VERSION)
-      PACKAGES=("$MODULE=external-secrets") ;;
+      # The providers the tests use (pkg/register/*.go: one build tag each).
+      MODULE=github.com/external-secrets/external-secrets VERSION=$(pin EXTERNAL_SECRETS_VERSION)
+      SOURCE=1 PACKAGES=(".=external-secrets") TAGS=fake,kubernetes,webhook,aws,bitwarden ;;
+    bitwarden-sdk-server)
+      # cgo: github.com/bitwarden/sdk-go ships libbitwarden_c.a, which needs libm at link time.
+      MODULE=github.com/external-secrets/bitwarden-sdk-server
+      VERSION=$(pin BITWARDEN_SDK_SERVER_VERSION)
+      SOURCE=1 PACKAGES=(".=bitwarden-sdk-server") CGO=1 EXTLDFLAGS=-lm ;;
     cert-manager)
-      # The newest release whose commands live in the root module (later ones moved them to
-      # nested modules the proxy does not serve).
-      MODULE=github.com/cert-manager/cert-manager VERSION=$(pin SIMULATION_CERT_MANAGER_VERSION)
-      PACKAGES=("$MODULE/cmd/controller=cert-manager-controller"
-                "$MODULE/cmd/webhook=cert-manager-webhook"
-                "$MODULE/cmd/cainjector=cert-manager-cainjector")
+      # Its commands are nested modules that replace the root module by local path.
+      MODULE=github.com/cert-manager/cert-manager VERSION=$(pin CERT_MANAGER_VERSION)
+      SOURCE=1 PACKAGES=("cmd/controller=cert-manager-controller"
+                         "cmd/webhook=cert-manager-webhook"
+                         "cmd/cainjector=cert-manager-cainjector")
       LDFLAGS+=" -X $MODULE/pkg/util.AppVersion=$VERSION" ;;
     olm)
       # Tags as OLM's Makefile builds them; the CRDs are the chart's (the quickstart's set
@@ -66,8 +77,8 @@ recipe() {
       MODULE=github.com/prometheus/prometheus VERSION=$(pin PROMETHEUS_VERSION)
       PACKAGES=("$MODULE/cmd/promtool")
       LDFLAGS+=" -X github.com/prometheus/common/version.Version=$VERSION" ;;
-    *) die "unknown tool $1 (kwok, external-secrets, cert-manager, olm, opm, promtool,"\
-         "grpc-health-probe)" ;;
+    *) die "unknown tool $1 (kwok, external-secrets, bitwarden-sdk-server, cert-manager, olm,"\
+         "opm, promtool, grpc-health-probe)" ;;
   esac
 }
 
@@ -87,7 +98,44 @@ command -v go >/dev/null || die "go is required to build $NAME"
 
 work="$CACHE_ROOT/$NAME/.build-$VERSION"
 rm -rf "$work" "$OUT"; mkdir -p "$work" "$OUT/bin"
+# Whatever ends the build, a cache entry without .complete does not stay for a later run.
+trap 'cd / && rm -rf "$work"; [ -f "$OUT/.complete" ] || rm -rf "$OUT"' EXIT
 start=$(date +%s)
+[ -n "$EXTLDFLAGS" ] && LDFLAGS+=" -extldflags=$EXTLDFLAGS"
+
+if [ "$SOURCE" = 1 ]; then
+  sources=${UPSTREAM_SRC:-$HERE/../../shared/upstream-src}
+  archive="$sources/$NAME-$VERSION.tar.gz"
+  expected=$(awk -v n="$NAME" -v v="$VERSION" '$1 == n && $2 == v {print $3}' \
+    "$HERE/upstream-sources.txt")
+  commit=$(awk -v n="$NAME" -v v="$VERSION" '$1 == n && $2 == v {print $4}' \
+    "$HERE/upstream-sources.txt")
+  [ -n "$expected" ] || die "hack/upstream-sources.txt pins no digest for $NAME $VERSION"
+  [ -f "$archive" ] || die "$archive is missing: export the release's tree with" \
+    "'git -C <clone of https://$MODULE> archive --prefix=$NAME-$VERSION/ -o $archive $commit'" \
+    "or point UPSTREAM_SRC at the directory that holds it"
+  actual=$(sha256sum "$archive" | cut -d' ' -f1)
+  [ "$actual" = "$expected" ] || die "$archive has sha256 $actual, hack/upstream-sources.txt" \
+    "pins $expected: replace the file with the release's tree (commit $commit)"
+  log "unpacking $archive (sha256 checked)"
+  tar -xzf "$archive" -C "$work"
+  tree="$work/$NAME-$VERSION"
+  [ -f "$tree/go.mod" ] || die "$archive holds no $NAME-$VERSION/go.mod"
+  for package in "${PACKAGES[@]}"; do
+    dir=${package%%=*} binary=${package#*=}
+    log "building $binary from $NAME $VERSION's $dir (a cold build takes minutes)"
+    (cd "$tree/$dir" && GOFLAGS=-mod=mod CGO_ENABLED=$CGO go build -trimpath \
+      ${TAGS:+-tags "$TAGS"} -ldflags "$LDFLAGS" -o "$OUT/bin/$binary" .)
+  done
+  for dir in "${DIRS[@]}"; do cp -R "$tree/${dir%%=*}" "$OUT/${dir#*=}"; done
+  echo "$commit" >"$OUT/commit"
+  touch "$OUT/.complete"
+  cd / && rm -rf "$work"
+  log "built $NAME $VERSION in $(( $(date +%s) - start ))s"
+  echo "$OUT/bin"
+  exit 0
+fi
+
 log "resolving $MODULE@$VERSION"
 gomod=$(cd "$work" && go mod download -json "$MODULE@$VERSION" |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')

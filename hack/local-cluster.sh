@@ -42,6 +42,7 @@ BIN_DIR=$(bash "$ROOT/hack/build-control-plane.sh" 2>/dev/null)
 # Everything that needs the Go module proxy happens here, before entering the namespace.
 bash "$ROOT/hack/build-tool.sh" kwok >/dev/null
 bash "$ROOT/hack/build-tool.sh" external-secrets >/dev/null
+bash "$ROOT/hack/build-tool.sh" bitwarden-sdk-server >/dev/null
 bash "$ROOT/hack/fetch-crds.sh" >/dev/null
 if [ "${1:-}" = up ] && [[ " ${*:2} " == *" --olm "* ]]; then
   bash "$ROOT/hack/build-tool.sh" olm >/dev/null

@@ -6,7 +6,8 @@ line in the form NAME = "value".
 
 from typing import Final
 
-# The operand: its image, its version label and the CRDs the bundle ships.
+# The operand: its image, its version label and the CRDs the bundle ships; the simulated
+# cluster runs the same releases, built from their source trees (hack/build-tool.sh).
 EXTERNAL_SECRETS_VERSION: Final = "v1.3.2"
 EXTERNAL_SECRETS_IMAGE: Final = (
     f"ghcr.io/external-secrets/external-secrets:{EXTERNAL_SECRETS_VERSION}"
@@ -15,8 +16,10 @@ BITWARDEN_SDK_SERVER_VERSION: Final = "v0.5.2"
 BITWARDEN_SDK_SERVER_IMAGE: Final = (
     f"ghcr.io/external-secrets/bitwarden-sdk-server:{BITWARDEN_SDK_SERVER_VERSION}"
 )
-# cert-manager: the CRDs (Certificate, Issuer, ClusterIssuer, ...) tests and the bundle docs use.
-CERT_MANAGER_VERSION: Final = "v1.21.2"
+# cert-manager: the CRDs (Certificate, Issuer, ClusterIssuer, ...) the tests install and the
+# binaries the simulated cluster runs, one version. v1.20.3: v1.21's controller needs a Venafi
+# module the Go module proxy here refuses (hack/build-tool.sh builds it from its source tree).
+CERT_MANAGER_VERSION: Final = "v1.20.3"
 # prometheus-operator: the monitoring.coreos.com CRDs (ServiceMonitor, PrometheusRule) that
 # tests install and the operand-monitoring objects are written against.
 PROMETHEUS_OPERATOR_VERSION: Final = "v0.85.0"
@@ -32,16 +35,6 @@ OPERATOR_FRAMEWORK_API_VERSION: Final = "v0.43.0"
 PROMETHEUS_VERSION: Final = "v0.316.0"
 # kwok simulates the nodes and pods of the local cluster (docs/development.md).
 KWOK_VERSION: Final = "v0.8.0"
-# The operand binary that runs on the simulated cluster. The shipped operand
-# (EXTERNAL_SECRETS_VERSION) cannot be built from the Go module proxy: its go.mod replaces
-# 56 nested modules that the proxy does not serve. v0.16.2 builds, accepts every flag the
-# operator renders (tests/integration/test_operand_flags.py checks both releases) and serves
-# the same v1 ExternalSecret and SecretStore APIs.
-SIMULATION_EXTERNAL_SECRETS_VERSION: Final = "v0.16.2"
-# cert-manager for the simulated cluster's cert-manager scenarios. The CRDs stay at
-# CERT_MANAGER_VERSION; v1.21.2's commands are in nested modules the proxy does not serve,
-# and v1.11.5 is the newest release whose controller, webhook and cainjector build.
-SIMULATION_CERT_MANAGER_VERSION: Final = "v1.11.5"
 # OLM (olm-operator, catalog-operator) and opm for the OLM install and upgrade tests
 # (tests/olm, docs/olm.md): the newest releases the Go module proxy serves; OLM v0.42.0
 # requires exactly this operator-registry release.

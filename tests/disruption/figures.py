@@ -93,7 +93,7 @@ class Watched:
 
 LEASE_SECONDS = 15.0
 """The operand controller's leader-election lease: it runs with `--enable-leader-election` and
-no lease flags (neither v0.16.2 nor v1.3.2 has any), so controller-runtime's default applies
+no lease flags (v1.3.2 has none), so controller-runtime's default applies
 (15 s; renewed within 10 s, retried every 2 s). A new controller process waits a full lease
 from its start, the old one does not release it. test_two_webhooks.py reads the Lease."""
 

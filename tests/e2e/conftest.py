@@ -5,8 +5,8 @@ Two modes:
 - default: the session's simulated cluster (tests/conftest.py); this module installs the
   operator's CRDs and the operand's (as OLM would from the bundle) and runs the operator out
   of cluster, as a process (`python -m manager run`), for the duration of the module. The
-  operand's pods run for real (the simulated cluster's pod runner), but as external-secrets
-  v0.16.2, not the v1.3.2 their image names (tests/e2e/test_operand.py says why).
+  operand's pods run for real (the simulated cluster's pod runner): the external-secrets and
+  bitwarden-sdk-server releases the operator ships, built from their source trees.
 - USE_EXISTING_CLUSTER=1: the cluster in $KUBECONFIG (kind via hack/kind-e2e.sh, or
   OpenShift) with the operator already deployed; the scenarios also wait for the operand's
   Deployments to roll out.

@@ -1,11 +1,10 @@
-"""Every flag the operator renders exists in the shipped operand release and in the one the
-simulated cluster runs.
+"""Every flag the operator renders exists in the operand release it ships.
 
-The operand image is external-secrets EXTERNAL_SECRETS_VERSION (v1.3.2), which cannot be
-built from the Go module proxy; the simulated cluster runs SIMULATION_EXTERNAL_SECRETS_VERSION
-(v0.16.2). A flag missing from either would make the real pod exit at start (v1.3.2) or the
-tests prove nothing about it (v0.16.2). v1.3.2's flags are read from its module source (its
-`cmd/` is in the module zip), v0.16.2's from the built binary's `--help`.
+The simulated cluster runs external-secrets EXTERNAL_SECRETS_VERSION, built from that
+release's source tree (hack/build-tool.sh, the tree's digest pinned in
+hack/upstream-sources.txt); a flag missing from it would make the real pod exit at start.
+The flags are read twice: from the built binary's `--help`, and from the release's source
+(its `cmd/` is in the module zip), the reader that also writes the snapshot below.
 
 The same reader writes manager/api/operand_flags.json, the flags overrideArgs may name; the
 snapshot must be what v1.3.2's source says, and the operator's table of the flags it owns
@@ -26,6 +25,7 @@ from manager import versions
 from manager.api import operand_flags
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
+from manager.paths import REPO_ROOT
 from manager.render import render_operand
 
 COMMANDS = tuple(operand_flags.COMMANDS.values())
@@ -87,28 +87,31 @@ def rendered() -> dict[str, set[str]]:
     return flags
 
 
-def test_the_shipped_release_knows_every_rendered_flag(rendered: dict[str, set[str]]) -> None:
-    known = source_flags(versions.EXTERNAL_SECRETS_VERSION)
-    for command, flags in rendered.items():
-        declared = known.get(command, set())
-        assert flags <= declared, (command, sorted(flags - declared))
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    """The operand binary the simulated cluster runs, checked to be the shipped release's."""
+    bin_dir = ensure_tool("external-secrets")
+    pins = (REPO_ROOT / "hack" / "upstream-sources.txt").read_text().split("\n")
+    commit = next(line.split()[3] for line in pins
+                  if line.split()[:2] == ["external-secrets", versions.EXTERNAL_SECRETS_VERSION])
+    assert (bin_dir.parent / "commit").read_text().strip() == commit
+    return bin_dir / "external-secrets"
 
 
-def test_the_simulated_release_knows_every_rendered_flag(rendered: dict[str, set[str]]) -> None:
-    binary = ensure_tool("external-secrets") / "external-secrets"
+def test_the_shipped_release_knows_every_rendered_flag(rendered: dict[str, set[str]],
+                                                       binary: Path) -> None:
     for command, flags in rendered.items():
         known = help_flags(binary, command)
         assert flags <= known, (command, sorted(flags - known))
 
 
-def test_the_source_reader_agrees_with_the_help(rendered: dict[str, set[str]]) -> None:
-    """The reader of v1.3.2's source is checked on v0.16.2, whose source and `--help` must
-    agree: every flag it finds is real, and it finds every flag the operator renders (a
-    reader that found nothing would make the first test pass vacuously). Flags registered
-    outside cmd/controller (template delimiters, provider caches) are not read, and the
-    operator renders none of them."""
-    binary = ensure_tool("external-secrets") / "external-secrets"
-    from_source = source_flags(versions.SIMULATION_EXTERNAL_SECRETS_VERSION)
+def test_the_source_reader_agrees_with_the_help(rendered: dict[str, set[str]],
+                                                binary: Path) -> None:
+    """The source reader and the binary's `--help` must agree: every flag it finds is real,
+    and it finds every flag the operator renders (a reader that found nothing would make
+    the snapshot test pass vacuously). Flags registered outside cmd/controller (template
+    delimiters, provider caches) are not read, and the operator renders none of them."""
+    from_source = source_flags(versions.EXTERNAL_SECRETS_VERSION)
     for command in COMMANDS:
         read = from_source.get(command, set())
         assert read <= help_flags(binary, command), (command, sorted(read))

@@ -1,6 +1,6 @@
-"""The cluster's TLS security profile, applied to the real webhook (external-secrets v0.16.2,
-run by the pod runner) and to the operator's own /metrics, judged by real handshakes with
-Python's ssl.
+"""The cluster's TLS security profile, applied to the real webhook (the shipped
+external-secrets, run by the pod runner) and to the operator's own /metrics, judged by real
+handshakes with Python's ssl.
 
 One operator and one operand install serve the whole scenario (each profile change rolls the
 webhook, about 5-10 s). It starts on plain Kubernetes (no config.openshift.io API:
