@@ -75,12 +75,16 @@ class Outcome:
     returncode: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     """Time spent per suite (tests/<suite>), fixtures included: what balances the lanes."""
+    failures: list[str] = field(default_factory=list)
+    """Each failed or erred test with the first line of its message: the last lines of a CI
+    log are often all a reader gets."""
 
     def add(self, other: Outcome) -> None:
         self.passed += other.passed
         self.failed += other.failed
         self.skipped += other.skipped
         self.returncode = self.returncode or other.returncode
+        self.failures += other.failures
         for suite, seconds in other.seconds.items():
             self.seconds[suite] = self.seconds.get(suite, 0.0) + seconds
 
@@ -119,6 +123,10 @@ def counted(report: Path, returncode: int) -> Outcome:
         parts = case.get("classname", "").split(".")
         suite = parts[1] if len(parts) > 2 else "?"
         outcome.seconds[suite] = outcome.seconds.get(suite, 0.0) + float(case.get("time", 0))
+        for problem in [*case.iter("failure"), *case.iter("error")]:
+            message = (problem.get("message") or problem.text or "").strip().splitlines()
+            outcome.failures.append(f"{case.get('classname')}::{case.get('name')}: "
+                                    f"{problem.tag}: {message[0][:300] if message else '?'}")
     # pytest's 5 is "no tests collected": a marker that selects nothing is no failure.
     if returncode == 5 and outcome.failed == 0:
         outcome.returncode = 0
@@ -177,6 +185,8 @@ async def main() -> int:
             total.add(outcome)
     print(f"== {now()} all lanes in {time.monotonic() - started:.0f} s")
     print(f"== per suite: {total}")
+    for failure in total.failures:
+        print(f"== FAILED {failure}")
     print(f"total: {total.passed} passed, {total.failed} failed, {total.skipped} skipped")
     return total.returncode
 
