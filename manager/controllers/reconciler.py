@@ -211,7 +211,7 @@ class Reconciler:
         self.preflight = Preflight(kube, discovery)
         self.facts = ClusterFacts(kube, discovery, cache)
         self.annotator = CrdAnnotator(kube)
-        self.gate = UpgradeGate(kube, discovery, environment.operator_condition,
+        self.gate = UpgradeGate(kube, discovery, cache, environment.operator_condition,
                                 environment.own_namespace)
         self.operator_monitoring = OperatorMonitoring(kube, discovery,
                                                       environment.own_namespace)
@@ -284,9 +284,10 @@ class Reconciler:
     def _gate_watches(self) -> frozenset[WatchSpec]:
         """With the gate on, a change of an operand CRD (its storedVersions) is a trigger,
         and so is the OperatorCondition API coming (or going)."""
-        if not self.gate.active:
+        watch = self.gate.watch()
+        if watch is None:
             return frozenset()
-        return frozenset({OPERAND_CRD_CHANGES, crd_watch(OPERATOR_CONDITIONS_CRD)})
+        return frozenset({OPERAND_CRD_CHANGES, crd_watch(OPERATOR_CONDITIONS_CRD), watch})
 
     async def _post_events(self, esc: JsonObject, outcome: Outcome,
                            writes: Sequence[ObjectResult], config: EffectiveConfig | None,

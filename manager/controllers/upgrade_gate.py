@@ -6,12 +6,16 @@ get, update and patch on exactly that object (a Role it creates). The operator w
 `Upgradeable` entry of its `spec.conditions`; OLM copies it to `status` and keeps the next
 release's CSV Pending (reason OperatorConditionNotUpgradeable) while it is False.
 
-`decide` says False, with what to do, while the ExternalSecretsConfig is Degraded or
-Unmanaged, while componentConfigs[].overrideArgs are in use, or while an operand CRD still
-stores objects in a version it no longer serves; True otherwise. `UpgradeGate` publishes it:
-only when the decision changed since it last wrote or confirmed it (a steady pass sends no
-request), and not at all without OLM (no variable, or the API not served), in which case it
-says so once.
+`decide` says False, with what to do, only in states an upgrade would make worse: the
+ExternalSecretsConfig is Unmanaged (the new release could not apply its objects' new shape,
+and the first Managed pass afterwards would change everything at once), componentConfigs[].
+overrideArgs are in use (the next release may drop a flag, and the pod would not start), or
+an operand CRD still stores objects in a version it no longer serves (the next CRD may stop
+listing it). A Degraded pass does not hold the upgrade back: a missing Issuer or a fault in
+this release is no worse after it, and the next release may be the fix. `UpgradeGate`
+publishes the decision only when the OperatorCondition says otherwise: it watches the
+object (`watch`), so an edit by someone else is answered by the next pass, and a steady pass
+sends no request; without OLM (no variable, or the API not served) it says so once.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from manager.apply import Discovery
+from manager.apply import Discovery, ObjectRef
+from manager.apply.cache import ObjectCache
 from manager.config import EffectiveConfig
 from manager.constants import FIELD_MANAGER
 from manager.controllers.events import now_rfc3339
-from manager.controllers.status import Outcome, OutcomeKind
+from manager.controllers.status import Outcome
 from manager.controllers.stored_versions import StoredVersions, Unserved
+from manager.controllers.watches import WatchSpec
 from manager.kube import ApiError, JsonObject, Kube
 from manager.management import UNMANAGED
 
@@ -36,8 +42,8 @@ API_VERSION = "operators.coreos.com/v2"
 KIND = "OperatorCondition"
 OPERATOR_CONDITIONS_CRD = "operatorconditions.operators.coreos.com"
 UPGRADEABLE = "Upgradeable"
-UPGRADEABLE_MESSAGE = ("the operand is managed and not Degraded, no overrideArgs are set, and "
-                       "every stored version of the operand CRDs is served")
+UPGRADEABLE_MESSAGE = ("the operand is managed, no overrideArgs are set, and every stored "
+                       "version of the operand CRDs is served")
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,6 @@ def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,
     """Upgradeable for one pass: `outcome` and `config` of the ESC (None: no ESC, or its spec
     is invalid), its managementState, the operand CRDs' unserved stored versions."""
     blockers: list[tuple[str, str]] = []
-    if outcome is not None and outcome.kind is OutcomeKind.DEGRADED:
-        blockers.append(("Degraded", (
-            f"ExternalSecretsConfig cluster is Degraded ({outcome.reason}): fix what its "
-            "Degraded condition says (kubectl describe esc cluster)")))
     if outcome is not None and state == UNMANAGED:
         blockers.append(("Unmanaged", (
             "ExternalSecretsConfig cluster has managementState Unmanaged: the operator does "
@@ -81,10 +83,11 @@ def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,
 class UpgradeGate:
     """Publishes `decide`'s answer on the OperatorCondition `name` in `namespace`."""
 
-    def __init__(self, kube: Kube, discovery: Discovery, name: str | None,
+    def __init__(self, kube: Kube, discovery: Discovery, cache: ObjectCache, name: str | None,
                  namespace: str | None):
         self._kube = kube
         self._discovery = discovery
+        self._cache = cache
         self._name = name if name and namespace else None
         self._namespace = namespace
         self.stored_versions = StoredVersions(kube)
@@ -101,10 +104,27 @@ class UpgradeGate:
     def active(self) -> bool:
         return self._name is not None
 
+    def watch(self) -> WatchSpec | None:
+        """The OperatorCondition itself, its spec.conditions, into the cache: an edit by
+        someone else triggers a pass, which sees it there and writes the decision again."""
+        if self._name is None:
+            return None
+        return WatchSpec(API_VERSION, KIND, self._namespace,
+                         field_selector=f"metadata.name={self._name}", cached=True,
+                         spec_field="conditions")
+
     async def publish(self, gate: Gate) -> bool:
         """Write `gate` if the OperatorCondition says otherwise; whether it wrote. A failure
         is logged once and raised (the pass is retried)."""
-        if self._name is None or gate == self._published:
+        if self._name is None:
+            return False
+        cached = self._cache.get(ObjectRef(API_VERSION, KIND, self._namespace or "",
+                                           self._name))
+        if cached is not None:  # the watch's copy: what the object says now
+            if _same((cached.get("spec") or {}).get("conditions") or [], gate):
+                self._published = gate
+                return False
+        elif gate == self._published:
             return False
         resource = await self._discovery.resolve(API_VERSION, KIND)
         if resource is None:
