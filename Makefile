@@ -38,8 +38,9 @@ help:
 	@echo "make image         build the operator image (podman or docker; BASE_IMAGE=local or a base)"
 	@echo "make previous-image  build the previous release's operator image (hack/upgrade-test.sh image)"
 	@echo "make test-images   build the operator image and run it as the Deployment does (podman)"
-	@echo "make push-images   operator, bundle and catalog images, by digest, to a loopback registry"
-	@echo "                   (and OLM's util and opm images); make catalog-image is the same"
+	@echo "make operand-images  build the external-secrets and bitwarden-sdk-server images"
+	@echo "make push-images   operator, operand, bundle and catalog images, by digest, to a loopback"
+	@echo "                   registry (and OLM's util and opm images); make catalog-image is the same"
 	@echo "make e2e-kind      end-to-end tests on a kind cluster (needs Docker)"
 
 $(VENV)/.installed: pyproject.toml
@@ -83,7 +84,8 @@ prereqs: prereqs-suites prereqs-olm
 .PHONY: test-images-built
 test-images-built:
 	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image previous-image \
-	  CONTAINER_TOOL=podman; else echo "podman is not installed: tests/images will skip"; fi
+	  operand-images CONTAINER_TOOL=podman; \
+	  else echo "podman is not installed: tests/images will skip"; fi
 
 # hack/run-tests.py: unit, then the cluster suites beside the OLM and image suites (whose lane
 # first builds OLM's tools and the images, outside its network namespace, while the cluster
@@ -155,6 +157,17 @@ image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make image needs podman or docker"; exit 1; }
 	IMG=$(IMG) BASE_IMAGE=$(BASE_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/build-image.sh
 
+# The operand's images, external-secrets and bitwarden-sdk-server, from the binaries of the
+# pinned releases (hack/operand-image.sh: built once per change of their inputs; prints each
+# reference). hack/publish-images.sh pushes them and the bundle names them by digest.
+.PHONY: operand-images
+operand-images:
+	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make operand-images needs podman or docker"; exit 1; }
+	bash hack/build-tool.sh external-secrets >/dev/null
+	bash hack/build-tool.sh bitwarden-sdk-server >/dev/null
+	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/operand-image.sh external-secrets
+	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/operand-image.sh bitwarden-sdk-server
+
 # The previous release's operator image (hack/upgrade-test.sh image: this tree's recipe on its
 # source, built once per commit and recipe), for tests/olm/test_upgrade_image.py.
 .PHONY: previous-image
@@ -162,11 +175,13 @@ previous-image:
 	@[ -n "$(CONTAINER_TOOL)" ] || { echo "make previous-image needs podman or docker"; exit 1; }
 	CONTAINER_TOOL=$(CONTAINER_TOOL) hack/upgrade-test.sh image
 
-# The operator, bundle and catalog images, and OLM's util and opm images, pushed by digest to
-# a registry on loopback, in a network namespace of their own (hack/publish-images.sh; the
-# registry's storage stays in ~/.cache/eso-operator/registry); prints the five references.
+# The operator and operand images, the bundle and catalog images, and OLM's util and opm images,
+# pushed by digest to a registry on loopback, in a network namespace of their own
+# (hack/publish-images.sh; the registry's storage stays in ~/.cache/eso-operator/registry);
+# prints the seven references. hack/mirror-images.sh copies a catalog and what it installs to
+# another registry (docs/olm.md, "Mirroring for a disconnected cluster").
 .PHONY: push-images catalog-image
-push-images: image
+push-images: image operand-images
 	$(NETNS_RUN) env IMG=$(IMG) hack/publish-images.sh
 
 # The catalog image names the bundle image by digest, which names the operator image by

@@ -15,9 +15,10 @@ and runs it, devcluster/containers.py):
 - in that test, the unpack Job's images too: the bundle image, pushed and named by digest
   in the catalog (catalog.Release.pushed_bundle), and OLM's util (cpb) and opm images that
   the catalog operator is started with (cluster.SimulatedCluster.olm_images).
-- all five (operator, bundle, catalog, OLM's util and opm), as hack/publish-images.sh
-  pushes them, on a cluster started with `python -m devcluster up --olm --images`
-  (published.py).
+- all seven (operator, external-secrets, bitwarden-sdk-server, bundle, catalog, OLM's util
+  and opm), as hack/publish-images.sh pushes them, on a cluster started with `python -m
+  devcluster up --olm --images` (published.py), and in tests/olm/test_mirror.py from a
+  mirror: the operand's pods then run from its images, by digest.
 
 What runs as a local command standing in for an image the cluster cannot have:
 - the operand's images (ghcr.io/external-secrets/external-secrets and bitwarden-sdk-server):

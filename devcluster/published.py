@@ -4,11 +4,13 @@ them on the simulated cluster (`python -m devcluster up --olm --images`).
 `up --olm --images` starts the cluster without OLM, then a registry at REGISTRY inside the
 cluster's network namespace (on the storage hack/publish-images.sh uses, so a later run
 serves the same digests), as one of the cluster's processes: `down` stops it. The script
-pushes the operator image of `make image`, builds and pushes the bundle and catalog images
-naming it by digest, and OLM's util and opm images. OLM then starts with those util and opm
-images, the CatalogSource names the catalog image, and the pod runner runs every one of them
-from the registry with podman: the catalog's registry pod, the bundle's unpack Job and the
-operator's pod, as in tests/olm/test_catalog_image.py. An administrator only subscribes.
+pushes the operator image of `make image` and the operand's images (hack/operand-image.sh),
+builds and pushes the bundle and catalog images naming them by digest, and OLM's util and
+opm images. OLM then starts with those util and opm images, the CatalogSource names the
+catalog image, and the pod runner runs every one of them from the registry with podman: the
+catalog's registry pod, the bundle's unpack Job, the operator's pod, as in
+tests/olm/test_catalog_image.py, and the operand's pods, whose images the operator takes
+from the CSV's RELATED_IMAGE_* variables. An administrator only subscribes.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ class PublishError(RuntimeError):
 
 @dataclass(frozen=True)
 class Published:
-    """The five references hack/publish-images.sh prints, by digest, in its order."""
+    """The seven references hack/publish-images.sh prints, by digest, in its order."""
 
     operator: str
+    external_secrets: str
+    bitwarden_sdk_server: str
     bundle: str
     catalog: str
     util: str
@@ -51,13 +55,17 @@ class Published:
     def parse(cls, output: str) -> Published:
         references = output.split()
         if len(references) != len(fields(cls)) or not all("@sha256:" in r for r in references):
-            raise PublishError(f"{PUBLISH.name} printed no five digests: {output!r}")
+            raise PublishError(f"{PUBLISH.name} printed no {len(fields(cls))} digests: "
+                               f"{output!r}")
         return cls(*references)
 
     def images(self) -> image_map.ImageMap:
-        """The operator and bundle images as the pod runner runs them: pulled by the digests
-        that the bundle's CSV and the catalog name (OLM's own: olm.install)."""
+        """The operator, operand and bundle images as the pod runner runs them: pulled by the
+        digests that the bundle's CSV and the catalog name (OLM's own: olm.install), each
+        with its image's USER (for the runAsNonRoot check)."""
         return {self.operator: image_map.pulled(image_map.OPERATOR_USER),
+                self.external_secrets: image_map.pulled(image_map.NOBODY),
+                self.bitwarden_sdk_server: image_map.pulled(image_map.BITWARDEN_USER),
                 self.bundle: image_map.pulled(catalog.BUNDLE_USER)}
 
     def describe(self) -> str:

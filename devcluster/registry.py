@@ -3,8 +3,9 @@ authentication, its blobs in a directory that outlives it (a later registry on t
 directory serves the same digests). It listens in the caller's network namespace, so it is
 reachable only from there (hack/netns-run.sh: only `lo`).
 
-hack/publish-images.sh pushes the operator, bundle and catalog images to one; tests/images
-starts one per module.
+hack/publish-images.sh pushes the operator, operand, bundle and catalog images to one;
+tests/images starts one per module; tests/olm/test_mirror.py starts two, the second the
+mirror that hack/mirror-images.sh copies into.
 """
 
 from __future__ import annotations

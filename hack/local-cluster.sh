@@ -52,6 +52,8 @@ if [ "${1:-}" = up ] && [[ " ${*:2} " == *" --images "* ]]; then
   # The tool images hack/publish-images.sh pushes (built once per change of their inputs).
   bash "$ROOT/hack/opm-base-image.sh" >/dev/null
   bash "$ROOT/hack/olm-util-image.sh" >/dev/null
+  bash "$ROOT/hack/operand-image.sh" external-secrets >/dev/null
+  bash "$ROOT/hack/operand-image.sh" bitwarden-sdk-server >/dev/null
 fi
 STATE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/local-cluster/$NETNS
 PREVIOUS=$STATE_DIR/previous  # the previous release's worktree, for `catalog previous`

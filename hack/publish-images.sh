@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# Pushes the operator image, then builds and pushes the bundle and catalog images that name
-# it, each by digest, to a registry on loopback (`make push-images`), then OLM's util and opm
-# images its catalog operator unpacks bundles with, and prints the five references (one a
-# line, in that order; sizes on stderr).
+# Pushes the operator image and the operand's images, then builds and pushes the bundle and
+# catalog images that name them, each by digest, to a registry on loopback (`make
+# push-images`), then OLM's util and opm images its catalog operator unpacks bundles with, and
+# prints the seven references (one a line, in that order; sizes on stderr).
 #
 #   1. the operator image (`make image`, built before: it needs the package index) is pushed
 #      to REGISTRY/external-secrets-operator:vVERSION; its digest is D1;
-#   2. the bundle is regenerated in a copy of this tree with `python -m manager bundle
-#      --image REGISTRY/external-secrets-operator@D1` (the CSV's Deployment and its
-#      relatedImages name the digest), built from bundle/bundle.Dockerfile and pushed: D2;
-#   3. the catalog (one package, one channel, this bundle) is rendered by the pinned opm from
-#      REGISTRY/external-secrets-operator-bundle@D2, validated, built with
-#      hack/catalog.Dockerfile on the opm base (hack/opm-base-image.sh) and pushed: D3;
-#   4. the stand-ins for OLM's util image (hack/olm-util-image.sh: the pinned cpb) and opm
+#   2. the operand's images (hack/operand-image.sh: external-secrets and bitwarden-sdk-server
+#      from the binaries of the pinned releases, cached by their inputs) are pushed to
+#      REGISTRY/external-secrets/external-secrets:VERSION and
+#      REGISTRY/external-secrets/bitwarden-sdk-server:VERSION: D2, D3;
+#   3. the bundle is regenerated in a copy of this tree (manager/olm's generator, as `python
+#      -m manager bundle --image` runs it) with the operator image
+#      REGISTRY/external-secrets-operator@D1 and the operand images by D2 and D3: the CSV's
+#      Deployment, its RELATED_IMAGE_EXTERNAL_SECRETS and RELATED_IMAGE_BITWARDEN_SDK_SERVER,
+#      containerImage and relatedImages name those digests; built from
+#      bundle/bundle.Dockerfile and pushed: D4;
+#   4. the catalog (one package, one channel, this bundle) is rendered by the pinned opm from
+#      REGISTRY/external-secrets-operator-bundle@D4, validated, built with
+#      hack/catalog.Dockerfile on the opm base (hack/opm-base-image.sh) and pushed: D5;
+#   5. the stand-ins for OLM's util image (hack/olm-util-image.sh: the pinned cpb) and opm
 #      image (the opm base) are pushed as operator-framework/olm and operator-framework/opm,
-#      tagged with the pinned versions: `python -m devcluster olm --olm-util-image D4
-#      --olm-opm-image D5` unpacks bundle images with them, as tests/olm does.
+#      tagged with the pinned versions: `python -m devcluster olm --olm-util-image D6
+#      --olm-opm-image D7` unpacks bundle images with them, as tests/olm does.
 #
 # The registry is the one answering at REGISTRY (default 127.0.0.1:5000), else Debian's
 # docker-registry (devcluster/registry.py) started for this run only; its storage stays in
 # ~/.cache/eso-operator/registry, so a registry started later on it serves the same
 # digests. Runs only in a network namespace whose only interface is lo (hack/netns-run.sh
-# provides one): no packet leaves loopback.
+# provides one): no packet leaves loopback. hack/mirror-images.sh copies what a catalog
+# names to another registry (docs/olm.md, "Mirroring for a disconnected cluster").
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -84,11 +92,36 @@ size() { podman image inspect --format '{{.Size}}' "$1" | awk '{printf "%.1f MB"
 operator=$(push "$IMG" "external-secrets-operator:v$VERSION")
 log "operator image: $operator ($(size "$IMG"))"
 
-# The bundle, regenerated in a copy of the tree (uncommitted changes included).
+# The operand's images (built once per change of their inputs).
+pinned() { PYTHONPATH=$REPO "$PY" -c "from manager import versions; print(versions.$1)"; }
+es_tag=$(bash hack/operand-image.sh external-secrets)
+external_secrets=$(push "$es_tag" \
+  "external-secrets/external-secrets:$(pinned EXTERNAL_SECRETS_VERSION)")
+log "external-secrets image: $external_secrets ($(size "$es_tag"))"
+bw_tag=$(bash hack/operand-image.sh bitwarden-sdk-server)
+bitwarden=$(push "$bw_tag" \
+  "external-secrets/bitwarden-sdk-server:$(pinned BITWARDEN_SDK_SERVER_VERSION)")
+log "bitwarden-sdk-server image: $bitwarden ($(size "$bw_tag"))"
+
+# The bundle, regenerated in a copy of the tree (uncommitted changes included), naming the
+# three images by digest.
 mkdir "$work/tree"
 git ls-files -z | xargs -0 cp -P --parents -t "$work/tree"
-(cd "$work/tree" && PYTHONPATH=$work/tree "$PY" -m manager bundle --image "$operator" \
-  --root "$work/tree" >/dev/null)
+(cd "$work/tree" && PYTHONPATH=$work/tree "$PY" - "$operator" "$external_secrets" \
+  "$bitwarden" <<'EOF'
+import sys
+from pathlib import Path
+from manager.olm import bundle, crds
+operator, external_secrets, bitwarden = sys.argv[1:]
+root = Path.cwd()
+files = bundle.generate(bundle.BundleSources(
+    root, crds.fetch_operand_crds(root), operator,
+    (("external-secrets", external_secrets), ("bitwarden-sdk-server", bitwarden))))
+for relative, content in files.all().items():
+    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+    (root / relative).write_text(content)
+EOF
+)
 bundle_tag=localhost/external-secrets-operator-bundle:v$VERSION
 build "$bundle_tag" -f "$work/tree/bundle/bundle.Dockerfile" "$work/tree/bundle"
 bundle=$(push "$bundle_tag" "external-secrets-operator-bundle:v$VERSION")
@@ -117,11 +150,10 @@ catalog=$(push "$catalog_tag" "external-secrets-operator-catalog:v$VERSION")
 log "catalog image: $catalog ($(size "$catalog_tag"))"
 
 # OLM's own images, as the catalog operator of the simulated cluster pulls them.
-pinned() { PYTHONPATH=$REPO "$PY" -c "from manager import versions; print(versions.$1)"; }
 util_tag=$(bash hack/olm-util-image.sh)
 util=$(push "$util_tag" "operator-framework/olm:$(pinned OLM_VERSION)")
 log "OLM util image: $util ($(size "$util_tag"))"
 opm=$(push "$opm_base" "operator-framework/opm:$(pinned OPM_VERSION)")
 log "opm image: $opm ($(size "$opm_base"))"
 
-printf '%s\n' "$operator" "$bundle" "$catalog" "$util" "$opm"
+printf '%s\n' "$operator" "$external_secrets" "$bitwarden" "$bundle" "$catalog" "$util" "$opm"

@@ -41,6 +41,11 @@ class BundleSources:
     repo_root: Path
     operand_crd_dir: Path
     image: str = identity.OPERATOR_IMAGE
+    related_images: identity.RelatedImages = identity.RELATED_IMAGES
+    """The operand images, by name (identity.RELATED_IMAGES' names, each once): the pinned
+    upstream tags, or the images a published bundle ships (hack/publish-images.sh: by
+    digest). The Deployment's RELATED_IMAGE_* variables and the CSV's relatedImages name
+    them."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,8 @@ _NETWORK_POLICY = "networking.k8s.io_v1_networkpolicy"
 
 def generate(sources: BundleSources) -> GeneratedFiles:
     root = sources.repo_root
-    deployment = operator_manifests.deployment(sources.image)
+    _check_related_images(sources.related_images)
+    deployment = operator_manifests.deployment(sources.image, sources.related_images)
     permissions = rbac.load(root / RBAC_FILE)
     own = crds.load_dir(root / OWN_CRD_DIR)
     operand = [crds.operand_crd(crd) for crd in crds.load_dir(sources.operand_crd_dir)]
@@ -87,7 +93,8 @@ def generate(sources: BundleSources) -> GeneratedFiles:
             operator_manifests.network_policy(namespaced=False), _GENERATED),
         CSV_FILE: yamlfile.dump(csv.cluster_service_version(
             deployment=deployment, permissions=permissions,
-            owned=csv.owned_kinds(own, operand), image=sources.image), _GENERATED),
+            owned=csv.owned_kinds(own, operand), image=sources.image,
+            related_images=sources.related_images), _GENERATED),
         BUNDLE_METADATA / "annotations.yaml": yamlfile.dump(
             {"annotations": bundle_annotations()}, _GENERATED),
         BUNDLE_DIR / "bundle.Dockerfile": bundle_dockerfile(),
@@ -165,3 +172,14 @@ def _check_operand_names(operand: list[crds.Crd]) -> None:
         if not any(Path(crd.filename).match(pattern) for pattern in _OPERAND_PATTERNS):
             raise crds.CrdError(f"operand CRD file {crd.filename} matches none of "
                                 f"{_OPERAND_PATTERNS}; extend the patterns")
+
+
+def _check_related_images(related: identity.RelatedImages) -> None:
+    # The operator reads exactly these variables (manager.config.OperatorEnvironment): a
+    # misspelt or missing name would leave it on the pinned default without a word.
+    names = [name for name, _ in related]
+    expected = [name for name, _ in identity.RELATED_IMAGES]
+    if sorted(names) != sorted(expected):
+        raise ValueError(f"related images {names}: expected each of {expected} once")
+    if any(not image for _, image in related):
+        raise ValueError(f"related images {dict(related)}: an empty reference")

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from manager.olm import descriptors, identity, samples
 from manager.olm.crds import Crd
 from manager.olm.descriptors import OwnedKind
+from manager.olm.identity import RelatedImages
 from manager.olm.rbac import OperatorPermissions
 
 _ARCHITECTURES = ("amd64", "arm64", "ppc64le", "s390x")
 
-# OpenShift's feature annotations (what the console's filters show).
+# OpenShift's feature annotations (what the console's filters show). `disconnected` is
+# decided per bundle (_disconnected).
 _FEATURES = {
-    "disconnected": "false",   # relatedImages are tags, not digests
     "fips-compliant": "false",
     "proxy-aware": "true",     # OLM's proxy reaches the operand containers that call out
     # The operand webhook and the operator's /metrics follow the cluster's TLS security profile;
@@ -109,7 +111,21 @@ def owned_kinds(own: Sequence[Crd], operand: Sequence[Crd]) -> list[tuple[Crd, O
     return pairs
 
 
-def _annotations(image: str) -> dict[str, str]:
+def _disconnected(image: str, related_images: RelatedImages) -> str:
+    """`features.operators.openshift.io/disconnected`: "true" when every image the bundle
+    installs or deploys (the operator image, relatedImages, the same as the Deployment's
+    RELATED_IMAGE_* variables) is named by digest, so it can be mirrored and pulled from a
+    mirror as it is: hack/publish-images.sh builds such bundles, hack/mirror-images.sh
+    mirrors them, tests/olm/test_mirror.py installs one from a mirror alone. "false" for
+    tags (the committed bundle's pinned defaults)."""
+    references = [image, *(reference for _, reference in related_images)]
+    return "true" if all(_DIGEST.search(reference) for reference in references) else "false"
+
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def _annotations(image: str, related_images: RelatedImages) -> dict[str, str]:
     annotations = {
         "alm-examples": json.dumps(samples.alm_examples(), indent=2),
         "capabilities": "Basic Install",
@@ -126,8 +142,9 @@ def _annotations(image: str) -> dict[str, str]:
         "console.openshift.io/disable-operand-delete": "true",
         "operator.openshift.io/uninstall-message": _UNINSTALL_MESSAGE,
     }
+    features = {"disconnected": _disconnected(image, related_images), **_FEATURES}
     annotations.update({f"features.operators.openshift.io/{name}": value
-                        for name, value in _FEATURES.items()})
+                        for name, value in features.items()})
     return annotations
 
 
@@ -146,14 +163,17 @@ def _install(deployment: dict[str, Any], permissions: OperatorPermissions) -> di
 
 
 def cluster_service_version(*, deployment: dict[str, Any], permissions: OperatorPermissions,
-                            owned: Sequence[tuple[Crd, OwnedKind]],
-                            image: str) -> dict[str, Any]:
+                            owned: Sequence[tuple[Crd, OwnedKind]], image: str,
+                            related_images: RelatedImages = identity.RELATED_IMAGES,
+                            ) -> dict[str, Any]:
+    """The CSV; `related_images` are the operand images, the same as the Deployment's
+    RELATED_IMAGE_* variables (`deployment`), and the operator `image` is listed after them."""
     labels = {f"operatorframework.io/arch.{arch}": "supported" for arch in _ARCHITECTURES}
     labels["operatorframework.io/os.linux"] = "supported"
     return {
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
-        "metadata": {"name": identity.CSV_NAME, "annotations": _annotations(image),
+        "metadata": {"name": identity.CSV_NAME, "annotations": _annotations(image, related_images),
                      "labels": labels},
         "spec": {
             "displayName": "External Secrets Operator",
@@ -178,7 +198,7 @@ def cluster_service_version(*, deployment: dict[str, Any], permissions: Operator
                 "owned": [owned_entry(crd, kind) for crd, kind in owned],
             },
             "relatedImages": [
-                *({"name": name, "image": ref} for name, ref in identity.RELATED_IMAGES),
+                *({"name": name, "image": ref} for name, ref in related_images),
                 {"name": identity.PACKAGE, "image": image},
             ],
         },

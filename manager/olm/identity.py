@@ -62,7 +62,17 @@ MONITORING_NAMESPACES: Final = ("openshift-monitoring", "openshift-user-workload
                                 "monitoring")
 
 # relatedImages: every image the operator can deploy, for mirroring in disconnected clusters.
-RELATED_IMAGES: Final = (
+# The defaults are the pinned upstream tags; a published bundle names the images it was built
+# with by digest (hack/publish-images.sh: BundleSources.related_images), and a mirrored one
+# the mirror's (hack/mirror-images.sh).
+RelatedImages = tuple[tuple[str, str], ...]  # (name, image reference), in the CSV's order
+RELATED_IMAGES: Final[RelatedImages] = (
     ("external-secrets", versions.EXTERNAL_SECRETS_IMAGE),
     ("bitwarden-sdk-server", versions.BITWARDEN_SDK_SERVER_IMAGE),
 )
+
+
+def related_image_variable(name: str) -> str:
+    """The operator Deployment's variable that carries the related image `name` (OLM's
+    convention, which manager.config.OperatorEnvironment reads): RELATED_IMAGE_<NAME>."""
+    return "RELATED_IMAGE_" + name.upper().replace("-", "_")

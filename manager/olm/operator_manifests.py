@@ -1,7 +1,8 @@
 """The operator's own Namespace, ServiceAccount and Deployment.
 
 Images and versions come from manager/versions.py and the package version, so the one pin
-there reaches the Deployment's environment, the CSV's relatedImages and the operand labels.
+there reaches the Deployment's environment, the CSV's relatedImages and the operand labels;
+a published bundle gives the operand images it was built with instead (`related_images`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from manager import versions
 from manager.olm import identity
+from manager.olm.identity import RelatedImages
 
 # Pod Security admission: the operator's namespace admits only restricted pods.
 _POD_SECURITY = {
@@ -43,14 +45,15 @@ def service_account() -> dict[str, Any]:
     }
 
 
-def environment() -> list[dict[str, Any]]:
-    """What the operator reads at start-up (manager.config.OperatorEnvironment).
+def environment(related_images: RelatedImages = identity.RELATED_IMAGES,
+                ) -> list[dict[str, Any]]:
+    """What the operator reads at start-up (manager.config.OperatorEnvironment): each of
+    `related_images` (name, reference) as RELATED_IMAGE_<NAME>, the versions, the pod.
 
     OLM adds HTTP_PROXY, HTTPS_PROXY and NO_PROXY on proxied clusters.
     """
     plain = {
-        "RELATED_IMAGE_EXTERNAL_SECRETS": versions.EXTERNAL_SECRETS_IMAGE,
-        "RELATED_IMAGE_BITWARDEN_SDK_SERVER": versions.BITWARDEN_SDK_SERVER_IMAGE,
+        **{identity.related_image_variable(name): image for name, image in related_images},
         "OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION": versions.EXTERNAL_SECRETS_VERSION,
         "BITWARDEN_SDK_SERVER_IMAGE_VERSION": versions.BITWARDEN_SDK_SERVER_VERSION,
         "OPERATOR_IMAGE_VERSION": identity.OPERATOR_VERSION,
@@ -73,7 +76,7 @@ def _probe(initial_delay: int, period: int) -> dict[str, Any]:
     }
 
 
-def _container(image: str) -> dict[str, Any]:
+def _container(image: str, related_images: RelatedImages) -> dict[str, Any]:
     return {
         "name": identity.CONTAINER,
         "image": image,
@@ -88,7 +91,7 @@ def _container(image: str) -> dict[str, Any]:
                  # One operator reconciles at a time, even while two pods overlap
                  # (docs/operations.md, "Leader election"); default timings.
                  "--leader-elect"],
-        "env": environment(),
+        "env": environment(related_images),
         "ports": [{"name": "health", "containerPort": identity.HEALTH_PORT, "protocol": "TCP"},
                   {"name": "metrics", "containerPort": identity.METRICS_PORT,
                    "protocol": "TCP"}],
@@ -112,7 +115,8 @@ def _container(image: str) -> dict[str, Any]:
     }
 
 
-def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
+def deployment(image: str = identity.OPERATOR_IMAGE,
+               related_images: RelatedImages = identity.RELATED_IMAGES) -> dict[str, Any]:
     """One replica, replaced (not rolled). Leader election already keeps two operators from
     reconciling at once; Recreate also spares the new pod a wait of up to the lease duration
     for a Lease the old one holds (docs/olm.md, "Operator Deployment strategy")."""
@@ -140,7 +144,7 @@ def deployment(image: str = identity.OPERATOR_IMAGE) -> dict[str, Any]:
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "terminationGracePeriodSeconds": 30,
-                    "containers": [_container(image)],
+                    "containers": [_container(image, related_images)],
                     "volumes": [
                         {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
                         # Optional: without OpenShift's service CA nobody writes it, and the

@@ -1,10 +1,11 @@
-"""The operator, bundle and catalog images through a registry on loopback
+"""The operator, operand, bundle and catalog images through a registry on loopback
 (hack/publish-images.sh, devcluster/registry.py): each pushed and named by digest, the bundle's
-CSV naming the operator image's digest, the catalog naming the bundle's, and the catalog
-image serving as OLM's registry pod would run it; OLM's util and opm images pushed beside
-them, holding the pinned binaries. The images are pulled into a container
-store of the test's own, as a fresh node would pull them. The registry listens only in the
-test's network namespace (hack/netns-run.sh: only `lo`)."""
+CSV naming the operator image's digest and the operand images' (its RELATED_IMAGE_* variables
+and relatedImages alike), the catalog naming the bundle's, and the catalog image serving as
+OLM's registry pod would run it; OLM's util and opm images pushed beside them, holding the
+pinned binaries. The images are pulled into a container store of the test's own, as a fresh
+node would pull them. The registry listens only in the test's network namespace
+(hack/netns-run.sh: only `lo`)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ import yaml
 
 from devcluster import controlplane
 from devcluster.registry import Registry
+from manager.olm import bundle
 from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import free_port
+from tests.images.test_operand_images import operand_image
 from tests.images.test_operator_image import IMAGE, USER, limits, podman
 
 PUBLISH = REPO_ROOT / "hack" / "publish-images.sh"
@@ -76,17 +79,21 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     fresh.podman("system", "reset", "--force")
 
 
+NAMES = ("operator", "external-secrets", "bitwarden-sdk-server", "bundle", "catalog",
+         "olm-util", "opm")
+
+
 @pytest.fixture(scope="module")
 def published(registry: Registry) -> dict[str, str]:
-    """operator, bundle, catalog, olm-util, opm: REGISTRY/REPOSITORY@sha256:..."""
+    """operator, external-secrets, bitwarden-sdk-server, bundle, catalog, olm-util, opm:
+    REGISTRY/REPOSITORY@sha256:..."""
     result = subprocess.run(["bash", str(PUBLISH)], env={
         **os.environ, "REGISTRY": registry.address, "IMG": IMAGE},
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     references = result.stdout.split()
-    assert len(references) == 5, result.stdout
-    return dict(zip(("operator", "bundle", "catalog", "olm-util", "opm"), references,
-                    strict=True))
+    assert len(references) == len(NAMES), result.stdout
+    return dict(zip(NAMES, references, strict=True))
 
 
 def image_id(reference: str) -> str:
@@ -100,12 +107,16 @@ def test_each_image_is_named_by_digest(published: dict[str, str], registry: Regi
         repository, _, digest = reference.partition("@sha256:")
         assert repository.startswith(f"{registry.address}/"), reference
         assert len(digest) == 64, (name, reference)
-    # What the registry serves by that digest is the image `make image` built.
+    # What the registry serves by that digest is the image `make image` built, and the
+    # operand's are those of `make operand-images`.
     assert node.pull(published["operator"]) == image_id(IMAGE)
+    for name in ("external-secrets", "bitwarden-sdk-server"):
+        assert f"/external-secrets/{name}@sha256:" in published[name], published[name]
+        assert node.pull(published[name]) == image_id(operand_image(name)), name
 
 
-def test_the_bundle_names_the_operator_image_by_digest(published: dict[str, str],
-                                                       node: Node) -> None:
+def test_the_bundle_names_operator_and_operand_images_by_digest(published: dict[str, str],
+                                                                node: Node) -> None:
     node.pull(published["bundle"])
     text = node.image_file(published["bundle"],
                       "manifests/external-secrets-operator.clusterserviceversion.yaml")
@@ -114,8 +125,22 @@ def test_the_bundle_names_the_operator_image_by_digest(published: dict[str, str]
     deployment = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
     assert [c["image"] for c in deployment["containers"]] == [operator]
     assert csv["metadata"]["annotations"]["containerImage"] == operator
-    assert {"name": "external-secrets-operator", "image": operator} in csv["spec"][
-        "relatedImages"]
+    # The operand's images, by the pushed digests, where the operator reads them (its
+    # Deployment's variables, manager.config.OperatorEnvironment) and where a mirror looks.
+    env = {variable["name"]: variable.get("value")
+           for variable in deployment["containers"][0]["env"]}
+    related = {image["name"]: image["image"] for image in csv["spec"]["relatedImages"]}
+    assert related == {"external-secrets": published["external-secrets"],
+                       "bitwarden-sdk-server": published["bitwarden-sdk-server"],
+                       "external-secrets-operator": operator}
+    assert env["RELATED_IMAGE_EXTERNAL_SECRETS"] == published["external-secrets"]
+    assert env["RELATED_IMAGE_BITWARDEN_SDK_SERVER"] == published["bitwarden-sdk-server"]
+    # Every image by digest: the published bundle claims what the committed one (tags)
+    # cannot; tests/olm/test_mirror.py installs such a bundle from a mirror alone.
+    disconnected = "features.operators.openshift.io/disconnected"
+    assert csv["metadata"]["annotations"][disconnected] == "true"
+    committed = yaml.safe_load((REPO_ROOT / bundle.CSV_FILE).read_text())
+    assert committed["metadata"]["annotations"][disconnected] == "false"
 
 
 def test_the_catalog_names_the_bundle_by_digest_and_serves(published: dict[str, str],
