@@ -67,6 +67,9 @@ RESERVED_ANNOTATION_KEY = "|".join(
 # allowed: pinning the SCC (against a higher-priority one another product installs), workload
 # partitioning of management pods, and the cluster autoscaler's eviction veto.
 REQUIRED_SCC_ANNOTATION = "openshift.io/required-scc"
+# The SCC the operator's and the operand's restricted securityContexts are written for
+# (OpenShift 4.11 and later); their pods pin it with the annotation above.
+RESTRICTED_SCC = "restricted-v2"
 PLATFORM_ANNOTATION_KEYS = (REQUIRED_SCC_ANNOTATION, "target.workload.openshift.io/management",
                             "cluster-autoscaler.kubernetes.io/safe-to-evict")
 

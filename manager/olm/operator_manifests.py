@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from manager import versions
+from manager.api.patterns import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from manager.olm import identity
 from manager.olm.identity import RelatedImages
 
@@ -134,7 +135,9 @@ def deployment(image: str = identity.OPERATOR_IMAGE,
             "template": {
                 "metadata": {
                     "labels": common_labels(),
-                    "annotations": {"kubectl.kubernetes.io/default-container": identity.CONTAINER},
+                    "annotations": {"kubectl.kubernetes.io/default-container": identity.CONTAINER,
+                                    # the SCC its restricted securityContext is written for
+                                    REQUIRED_SCC_ANNOTATION: RESTRICTED_SCC},
                 },
                 "spec": {
                     "serviceAccountName": identity.SERVICE_ACCOUNT,

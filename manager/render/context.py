@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from manager.api.patterns import REQUIRED_SCC_ANNOTATION
+from manager.api.patterns import REQUIRED_SCC_ANNOTATION, RESTRICTED_SCC
 from manager.config import (
     CertManagerSettings,
     EffectiveConfig,
@@ -67,8 +67,6 @@ RESTRICTED_CONTAINER_SECURITY_CONTEXT: Final = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-# The SCC the restricted security contexts above are written for (OpenShift 4.11 and later).
-RESTRICTED_SCC: Final = "restricted-v2"
 RESTRICTED_POD_SECURITY_CONTEXT: Final = {
     "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},

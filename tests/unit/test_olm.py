@@ -119,6 +119,12 @@ def test_deployment_probes_hit_the_port_kopf_serves() -> None:
         assert port[container[probe]["httpGet"]["port"]] == identity.HEALTH_PORT
 
 
+def test_the_operator_pod_pins_the_scc_its_security_context_is_written_for() -> None:
+    template = operator_manifests.deployment("img")["spec"]["template"]
+    assert template["metadata"]["annotations"]["openshift.io/required-scc"] == "restricted-v2"
+    assert template["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
 def test_dockerfile_labels_repeat_the_bundle_annotations() -> None:
     dockerfile = bundle.bundle_dockerfile()
     for key, value in bundle.bundle_annotations().items():
