@@ -75,7 +75,8 @@ class ExecPlugin:
             process = await asyncio.create_subprocess_exec(
                 self.command, *self.args, env=environment, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            out, err = await asyncio.wait_for(process.communicate(), EXEC_TIMEOUT_SECONDS)
+            async with asyncio.timeout(EXEC_TIMEOUT_SECONDS):  # not wait_for: gh-86296
+                out, err = await process.communicate()
         except (OSError, TimeoutError) as error:
             raise CredentialsError(f"exec credential plugin {self.command!r} failed to run: "
                                    f"{error}") from None

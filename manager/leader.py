@@ -14,13 +14,17 @@ the Lease exists (a create), so of two candidates racing for it the API server l
 
 The leader renews every retry period; when no renewal has succeeded for the renew deadline
 (shorter than the lease duration, so it stops before any candidate may take over) it has
-lost the Lease. The decision logic is pure (`decide`, `LeaseRecord`) and tested without a
-cluster; `LeaderElector` does the I/O with our JSON client.
+lost the Lease. The deadline counts from when the last successful write was sent, and the
+leader gives up at the deadline itself: a renewal still in flight then is abandoned, and
+when the next retry would come after the deadline it wakes at the deadline instead. The
+decision logic is pure (`decide`, `LeaseRecord`) and tested without a cluster;
+`LeaderElector` does the I/O with our JSON client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import os
@@ -155,6 +159,10 @@ class LeaderElector:
         self._seen: LeaseRecord | None = None
         self._seen_at: float | None = None  # None: nothing read yet
         self._resource_version: str | None = None
+        self.renewed_at: float | None = None
+        """When (on `clock`) the last write that made us the holder was sent: no candidate
+        can have seen our record earlier, so none takes the Lease over before this plus the
+        lease duration."""
 
     async def acquire(self) -> None:
         """Until this instance leads. Reads the Lease each retry period; writes only when it
@@ -170,23 +178,26 @@ class LeaderElector:
 
     async def hold(self) -> None:
         """Renew every retry period; returns when the Lease is lost: another candidate
-        holds it, or no renewal succeeded for the renew deadline (it may be taken soon)."""
-        last_renewal = self.clock()
+        holds it, or no renewal succeeded for the renew deadline (it may be taken soon).
+        The deadline is kept to the moment, not to the next retry tick past it."""
+        if self.renewed_at is None:  # not acquired through `attempt` (tests)
+            self.renewed_at = self.clock()
         while True:
-            await asyncio.sleep(self.timing.retry_period)
-            remaining = last_renewal + self.timing.renew_deadline - self.clock()
+            deadline = self.renewed_at + self.timing.renew_deadline
+            await asyncio.sleep(max(0.0, min(self.timing.retry_period,
+                                             deadline - self.clock())))
+            remaining = deadline - self.clock()
             attempt = Attempt.FAILED
             if remaining > 0:
-                try:
-                    attempt = await asyncio.wait_for(self.attempt(), remaining)
-                except TimeoutError:
-                    attempt = Attempt.FAILED
+                # Not asyncio.wait_for: on Python 3.11 it loses a cancellation (the stop)
+                # that arrives just as the attempt completes (CPython gh-86296).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        attempt = await self.attempt()
             if attempt is Attempt.HELD:
-                last_renewal = self.clock()
                 continue
-            expired = self.clock() >= last_renewal + self.timing.renew_deadline
-            if attempt is Attempt.TAKEN or expired:
-                self._lost(attempt, self.clock() - last_renewal)
+            if attempt is Attempt.TAKEN or self.clock() >= deadline:
+                self._lost(attempt, self.clock() - self.renewed_at)
                 return
 
     def _lost(self, attempt: Attempt, since_renewal: float) -> None:
@@ -248,6 +259,7 @@ class LeaderElector:
             if decision is Decision.WAIT:
                 return Attempt.TAKEN
             mine = next_record(record, decision, self.identity, self.timing, micro_time())
+            sent = self.clock()
             if decision is Decision.CREATE:
                 written = await self.kube.create(self.path.rsplit("/", 1)[0], self._lease(mine),
                                                  field_manager=FIELD_MANAGER)
@@ -261,6 +273,7 @@ class LeaderElector:
                            self.identity, str(error))
             return Attempt.FAILED
         self._observe(LeaseRecord.from_lease(written), written)
+        self.renewed_at = sent
         return Attempt.HELD
 
     def _observe(self, record: LeaseRecord | None, lease: JsonObject | None) -> float:

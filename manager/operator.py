@@ -1,8 +1,17 @@
-"""The operator process: kopf hosts it (signals, liveness, login), our runtime reconciles.
+"""The operator process: kopf hosts it (liveness, login), our runtime reconciles.
 
 `run_operator()` runs against $KUBECONFIG (or ~/.kube/config, or the in-cluster service
 account); `make run` starts a simulated cluster for it when none is given. `serve()` is the
 asynchronous core, also used by the integration tests to run the operator in-process.
+
+Stopping (SIGTERM, SIGINT, or the caller's stop flag) is ours, not kopf's: `serve()` catches
+the signals before it starts anything (until then the default action ends the process, which
+holds nothing yet) and again right after kopf installed its own handlers. A stop cancels the
+campaign, so that no runtime starts any more; stops the runtime; then lets kopf stop its
+tasks; and the Lease is released last, once nothing of ours can write. Every task asked to
+cancel that still runs a moment later is cancelled again: on Python 3.11 `asyncio.wait_for`
+loses a cancellation that arrives just as what it waits for completes (CPython gh-86296), and
+a task of the runtime that lost it would hold up the stop until the kubelet's SIGKILL.
 """
 
 from __future__ import annotations
@@ -11,9 +20,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -43,6 +53,11 @@ from manager.tls_profile import INTERMEDIATE, TLSProfile, python_tls_policy
 logger = logging.getLogger("manager.operator")
 
 CRDS_DIR = REPO_ROOT / "manifests" / "crds"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+RECANCEL_SECONDS = 0.1
+"""How long a task asked to cancel may run on before it is cancelled again."""
+FLAG_POLL_SECONDS = 0.05
+"""How often the caller's stop flag (a threading.Event, set from another thread) is read."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,49 @@ def exit_at_once() -> None:
     os._exit(1)
 
 
+class StopRequest:
+    """When the operator is to stop: SIGTERM or SIGINT (only a loop in the main thread gets
+    signals), or the caller's stop flag."""
+
+    def __init__(self, flag: asyncio.Event | threading.Event | None = None) -> None:
+        self.flag = flag
+        self.requested = asyncio.Event()
+        self._signals: list[signal.Signals] = []
+
+    def catch_signals(self) -> None:
+        """Take over SIGTERM and SIGINT (again: kopf installs its own handlers at its start,
+        which would stop kopf behind our back)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for number in STOP_SIGNALS:
+            loop.add_signal_handler(number, self._signalled, number)
+            if number not in self._signals:
+                self._signals.append(number)
+
+    def release_signals(self) -> None:
+        """The default actions again (a signal after the stop ends the process at once)."""
+        loop = asyncio.get_running_loop()
+        for number in self._signals:
+            loop.remove_signal_handler(number)
+        self._signals.clear()
+
+    def _signalled(self, number: signal.Signals) -> None:
+        if not self.requested.is_set():
+            logger.info("action=stopping reason=%s", signal.Signals(number).name)
+        self.requested.set()
+
+    async def wait(self) -> None:
+        while not self.requested.is_set():
+            if self.flag is not None and self.flag.is_set():
+                self.requested.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLAG_POLL_SECONDS if self.flag is not None
+                                           else None):
+                    await self.requested.wait()
+
+
 async def serve(options: OperatorOptions, *,
                 stop_flag: asyncio.Event | threading.Event | None = None,
                 ready_flag: asyncio.Event | threading.Event | None = None,
@@ -130,12 +188,22 @@ async def serve(options: OperatorOptions, *,
                 on_lost: Callable[[], None] = exit_at_once) -> None:
     """Run until `stop_flag` is set (or SIGINT/SIGTERM in the main thread). With leader
     election, the runtime starts only once the Lease is held; `on_lost` runs if it is lost."""
+    stop = StopRequest(stop_flag)
+    stop.catch_signals()  # before anything starts
+    try:
+        await _serve(options, stop, ready_flag, holder if holder is not None else {}, on_lost)
+    finally:
+        stop.release_signals()
+
+
+async def _serve(options: OperatorOptions, stop: StopRequest,
+                 ready_flag: asyncio.Event | threading.Event | None,
+                 holder: dict[str, OperatorRuntime], on_lost: Callable[[], None]) -> None:
     credentials = load_credentials(options.kubeconfig)
     environment = OperatorEnvironment.from_environ(os.environ, own_namespace())
     identity = candidate_identity()
     kube = Kube(credentials, f"{USER_AGENT}/{__version__} ({identity})")
     elector = _elector(options, environment, kube, identity)
-    holder = holder if holder is not None else {}
 
     startup = startup_settings(options, environment, credentials.server)
     metrics_server = _metrics_server(options, kube, environment.own_namespace)
@@ -147,6 +215,9 @@ async def serve(options: OperatorOptions, *,
         runtime = OperatorRuntime(kube, environment, options.resync_seconds, startup,
                                   on_tls_profile=follow_profile)
         await runtime.start()
+        holder["runtime"] = runtime
+        if stop.requested.is_set():  # the stop came while it started: it stops as well
+            await _stop_started_late(runtime)
         return runtime
 
     async def lead(elector: LeaderElector) -> None:
@@ -156,7 +227,7 @@ async def serve(options: OperatorOptions, *,
             if metrics_server is not None:  # a standby serves its metrics too
                 await _read_tls_profile(kube, follow_profile)
             await elector.acquire()
-            holder["runtime"] = await start_runtime()
+            await start_runtime()
             await elector.hold()
         except Exception:
             logger.exception("action=leader result=crash")
@@ -174,28 +245,103 @@ async def serve(options: OperatorOptions, *,
         campaign = asyncio.create_task(lead(elector), name="leader election")
     else:
         metrics.record_leader(True)
+    kopf_stop = asyncio.Event()
+    kopf_tasks: set[asyncio.Task[Any]] = set()  # kopf's root tasks, once spawned
+    stopping = [asyncio.create_task(_stop_in_order(stop, campaign, holder, kopf_stop),
+                                    name="stop"),
+                asyncio.create_task(_cancel_again_while_stopping(stop, kopf_tasks),
+                                    name="stop: cancel again")]
     # On stop, what kopf started and still runs (its API scans retrying against a server
     # that does not answer) is cancelled at once rather than after kopf's 5 s of grace; the
-    # tasks that existed before (the caller's, the campaign) are left alone.
+    # tasks that existed before (the caller's, the campaign, the stop's) are left alone.
     registry = build_registry(start_runtime if elector is None else None, credentials, holder,
                               keep=frozenset(asyncio.all_tasks()))
     try:
-        # kopf's own identity would come from getpass, which raises for a UID that
-        # /etc/passwd lacks (runAsUser on a runtime that adds no entry); ours needs none.
-        await kopf.operator(registry=registry, clusterwide=True, standalone=True,
-                            identity=cast(Any, identity),  # kopf's NewType of str
-                            liveness_endpoint=options.liveness_endpoint,
-                            stop_flag=stop_flag, ready_flag=ready_flag)
+        await _run_kopf(registry, options, identity, ready_flag=ready_flag, stop=stop,
+                        kopf_stop=kopf_stop, kopf_tasks=kopf_tasks)
     finally:
-        await _stop_campaign(campaign)
-        runtime = holder.get("runtime")
-        if runtime is not None:
-            await runtime.stop()
-        if elector is not None:  # after the runtime stopped: no write of ours can follow
-            await elector.release()
-        if metrics_server is not None:
-            await metrics_server.stop()
-        await kube.close()
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
+        await _close(campaign, holder, elector, metrics_server, kube)
+
+
+async def _stop_started_late(runtime: OperatorRuntime) -> None:
+    """Stop a runtime whose start ended after the stop began. OperatorRuntime.stop() awaits
+    its tasks ignoring CancelledError, its caller's too: a start-up cancelled meanwhile
+    (kopf's, or the campaign) must still end."""
+    await runtime.stop()
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+async def _close(campaign: asyncio.Task[None] | None, holder: dict[str, OperatorRuntime],
+                 elector: LeaderElector | None, metrics_server: MetricsServer | None,
+                 kube: Kube) -> None:
+    """The last of a stop (what `_stop_in_order` did is done again if it did not get to
+    it): the campaign and the runtime stop before the Lease is released, so that no write
+    of ours can follow the release."""
+    await _stop_campaign(campaign)
+    runtime = holder.get("runtime")
+    if runtime is not None:
+        await runtime.stop()
+    if elector is not None:
+        await elector.release()
+    if metrics_server is not None:
+        await metrics_server.stop()
+    await kube.close()
+
+
+async def _run_kopf(registry: kopf.OperatorRegistry, options: OperatorOptions, identity: str,
+                    *, ready_flag: asyncio.Event | threading.Event | None, stop: StopRequest,
+                    kopf_stop: asyncio.Event, kopf_tasks: set[asyncio.Task[Any]]) -> None:
+    """kopf.operator(), with our signal handlers put back once kopf installed its own; it
+    stops when `kopf_stop` is set. `kopf_tasks` gets kopf's root tasks."""
+    existing = frozenset(asyncio.all_tasks()) - {asyncio.current_task()}
+    # kopf's own identity would come from getpass, which raises for a UID that /etc/passwd
+    # lacks (runAsUser on a runtime that adds no entry); ours needs none.
+    kopf_tasks.update(await kopf.spawn_tasks(
+        registry=registry, clusterwide=True, standalone=True,
+        identity=cast(Any, identity),  # kopf's NewType of str
+        liveness_endpoint=options.liveness_endpoint, stop_flag=kopf_stop,
+        ready_flag=ready_flag))
+    # No await since kopf's handlers went in: a signal that came meanwhile waits in the
+    # loop's wake-up pipe and reaches the handler in place when the loop reads it, ours.
+    stop.catch_signals()
+    await kopf.run_tasks(kopf_tasks, ignored=existing)
+
+
+async def _stop_in_order(stop: StopRequest, campaign: asyncio.Task[None] | None,
+                         holder: dict[str, OperatorRuntime], kopf_stop: asyncio.Event) -> None:
+    """At the stop: the campaign first (no runtime starts from then on: `start_runtime`
+    stops one that was starting), then the runtime, then kopf. The Lease is released after
+    kopf returned (`_serve`)."""
+    await stop.wait()
+    await _stop_campaign(campaign)
+    runtime = holder.get("runtime")
+    if runtime is not None:
+        await runtime.stop()
+    kopf_stop.set()
+
+
+async def _cancel_again_while_stopping(stop: StopRequest,
+                                       spared: Collection[asyncio.Task[Any]]) -> None:
+    """Once the stop began, cancel again every task that was asked to cancel but still runs
+    RECANCEL_SECONDS later (module docstring), except `spared` (kopf's root tasks, which go
+    on running their clean-up while cancelled)."""
+    await stop.wait()
+    suspects: set[asyncio.Task[Any]] = set()
+    while True:
+        await asyncio.sleep(RECANCEL_SECONDS)
+        current = asyncio.current_task()
+        cancelling = {task for task in asyncio.all_tasks()
+                      if task.cancelling() and not task.done() and task is not current
+                      and task not in spared}
+        for task in cancelling & suspects:
+            logger.info("action=stop result=cancel-again task=%r", task.get_name())
+            task.cancel()
+        suspects = cancelling
 
 
 def _metrics_server(options: OperatorOptions, kube: Kube,

@@ -258,9 +258,9 @@ class OperatorRuntime:
 
     async def wait_for_pass(self, after: int = 0, timeout: float = 30.0) -> PassSummary:
         """The first pass numbered above `after` (for tests and the demo)."""
-        async with self.passes_done:
-            await asyncio.wait_for(self.passes_done.wait_for(
-                lambda: self.last_pass is not None and self.last_pass.number > after), timeout)
+        async with self.passes_done, asyncio.timeout(timeout):  # not wait_for: gh-86296
+            await self.passes_done.wait_for(
+                lambda: self.last_pass is not None and self.last_pass.number > after)
         assert self.last_pass is not None
         return self.last_pass
 

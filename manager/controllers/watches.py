@@ -240,8 +240,12 @@ class Watcher:
         meanwhile (rediscover); whether they did. A watch waiting for its kind, or backing
         off after it vanished, resumes as soon as its CRD is back."""
         rediscovered = self._rediscovered
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+        # arrives as the event is set (CPython gh-86296), and a stop at start-up, when every
+        # waiting watch is woken at once, then never ends the watch.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(rediscovered.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await rediscovered.wait()
         return rediscovered.is_set()
 
     async def _list(self, spec: WatchSpec, path: str, previous: Fingerprints | None,

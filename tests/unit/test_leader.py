@@ -1,16 +1,24 @@
 """The pure part of leader election (manager.leader): what a candidate decides from the Lease
-it read, and what it writes. The I/O is tested on a real API server
-(tests/integration/test_leader_election.py)."""
+it read, and what it writes; and when a leader whose renewals fail gives up, on an event
+loop whose clock jumps to the next timer instead of waiting for it. The I/O is tested on a
+real API server (tests/integration/test_leader_election.py)."""
 
 from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 from manager import cli
 from manager.config import OperatorEnvironment
-from manager.kube import Kube
+from manager.kube import ApiError, JsonObject, Kube
 from manager.leader import (
+    Attempt,
     Decision,
+    LeaderElector,
     LeaseRecord,
     LeaseTiming,
     candidate_identity,
@@ -116,3 +124,171 @@ def test_leader_election_needs_a_namespace() -> None:
     assert elector is not None
     assert elector.path.endswith("/namespaces/operators/leases/external-secrets-operator-leader")
     assert _elector(OperatorOptions(), OperatorEnvironment.from_environ({}), kube, "me") is None
+
+
+# --- when a leader gives up, on a virtual clock -------------------------------------------
+
+T = TypeVar("T")
+OPENSHIFT = LeaseTiming()  # 137 / 107 / 26 s
+
+
+class _Skipping(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """Never blocks: waiting `timeout` seconds for I/O moves the virtual clock on by it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        events: list[tuple[Any, int]] = super().select(0)
+        if not events:
+            if timeout is None:
+                raise RuntimeError("deadlock: nothing scheduled and no I/O to wait for")
+            self.now += max(0.0, timeout)
+        return events
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """Timers fire in order, at once: minutes of leader election run in milliseconds, and
+    `time()` (the elector's clock too) says when each step happened."""
+
+    def __init__(self) -> None:
+        self._skipping = _Skipping()
+        super().__init__(self._skipping)
+
+    def time(self) -> float:
+        return self._skipping.now
+
+
+def run_virtual(make: Any) -> tuple[Any, VirtualTimeLoop]:
+    """Run `make(loop)` (a coroutine) on a fresh virtual-time loop."""
+    loop = VirtualTimeLoop()
+    try:
+        result = loop.run_until_complete(make(loop))
+    finally:
+        loop.close()
+    return result, loop
+
+
+class FakeLeaseApi:
+    """The API server as the elector sees it, one Lease: it answers at once, fails at once
+    (`failing`: a refused connection), or never answers (`hanging`). `requests` holds when
+    each request came (virtual seconds), its method and path."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self.loop = loop
+        self.lease: JsonObject | None = None
+        self.version = 0
+        self.failing = False
+        self.hanging = False
+        self.requests: list[tuple[float, str, str]] = []
+
+    async def _answer(self, method: str, path: str, result: Coroutine[Any, Any, T]) -> T:
+        self.requests.append((self.loop.time(), method, path))
+        if self.hanging:
+            result.close()
+            await asyncio.Event().wait()
+        if self.failing:
+            result.close()
+            raise ApiError(0, "ClientConnectorError", "connection refused", method, path)
+        return await result
+
+    async def get(self, path: str) -> JsonObject | None:
+        async def read() -> JsonObject | None:
+            return self.lease
+        return await self._answer("GET", path, read())
+
+    async def create(self, path: str, body: JsonObject, **_: Any) -> JsonObject:
+        return await self._answer("POST", path, self._store(body))
+
+    async def request(self, method: str, path: str, **options: Any) -> JsonObject:
+        return await self._answer(method, path, self._store(options["body"]))
+
+    async def _store(self, body: JsonObject) -> JsonObject:
+        self.version += 1
+        self.lease = {**body, "metadata": {**body["metadata"],
+                                           "resourceVersion": str(self.version)}}
+        return self.lease
+
+
+def elector_on(api: FakeLeaseApi, timing: LeaseTiming = OPENSHIFT) -> LeaderElector:
+    return LeaderElector(api, "operators", ME, timing,  # type: ignore[arg-type]
+                         clock=api.loop.time)
+
+
+def test_a_leader_whose_renewals_fail_gives_up_at_the_renew_deadline_itself() -> None:
+    """Renewals at 26, 52, 78 and 104 s fail; the next retry tick (130 s) is past the
+    deadline (107 s), when another candidate may soon take over: it gives up at 107 s."""
+    async def scenario(loop: VirtualTimeLoop) -> tuple[FakeLeaseApi, LeaderElector, float]:
+        api = FakeLeaseApi(loop)
+        elector = elector_on(api)
+        await elector.acquire()
+        api.failing = True
+        await elector.hold()
+        return api, elector, loop.time()
+
+    (api, elector, lost_at), _ = run_virtual(scenario)
+    assert lost_at == pytest.approx(OPENSHIFT.renew_deadline)
+    assert not elector.leading
+    failed = [at for at, method, _ in api.requests if method == "GET" and at > 0]
+    assert failed == pytest.approx([26, 52, 78, 104])
+
+
+def test_a_renewal_that_never_answers_is_given_up_at_the_deadline() -> None:
+    async def scenario(loop: VirtualTimeLoop) -> float:
+        api = FakeLeaseApi(loop)
+        elector = elector_on(api)
+        await elector.acquire()
+        api.hanging = True  # the renewal at 26 s waits for an answer that never comes
+        await elector.hold()
+        return loop.time()
+
+    lost_at, _ = run_virtual(scenario)
+    assert lost_at == pytest.approx(OPENSHIFT.renew_deadline)
+
+
+def test_the_deadline_counts_from_the_last_successful_renewal() -> None:
+    """Renewed at 26 and 52 s, then the API server goes away: lost at 52 + 107 s."""
+    async def scenario(loop: VirtualTimeLoop) -> float:
+        api = FakeLeaseApi(loop)
+        elector = elector_on(api)
+        await elector.acquire()
+        holding = asyncio.ensure_future(elector.hold())
+        await asyncio.sleep(60)
+        api.failing = True
+        await holding
+        return loop.time()
+
+    lost_at, _ = run_virtual(scenario)
+    assert lost_at == pytest.approx(2 * OPENSHIFT.retry_period + OPENSHIFT.renew_deadline)
+
+
+def test_the_deadline_counts_from_the_acquisition_not_from_the_start_of_holding() -> None:
+    """The runtime starts between acquiring and holding; if that took long, the deadline
+    still counts from the write that took the Lease (what the other candidates saw)."""
+    async def scenario(loop: VirtualTimeLoop) -> float:
+        api = FakeLeaseApi(loop)
+        elector = elector_on(api)
+        await elector.acquire()
+        api.failing = True
+        await asyncio.sleep(100)  # a slow start
+        await elector.hold()
+        return loop.time()
+
+    lost_at, _ = run_virtual(scenario)
+    assert lost_at == pytest.approx(OPENSHIFT.renew_deadline)
+
+
+def test_a_leader_that_finds_another_holder_stops_at_that_renewal() -> None:
+    async def scenario(loop: VirtualTimeLoop) -> tuple[float, Attempt]:
+        api = FakeLeaseApi(loop)
+        elector = elector_on(api)
+        await elector.acquire()
+        assert api.lease is not None
+        api.lease = {**api.lease, "spec": {**api.lease["spec"], "holderIdentity": OTHER}}
+        await elector.hold()
+        return loop.time(), await elector.attempt()
+
+    (lost_at, attempt), _ = run_virtual(scenario)
+    assert lost_at == pytest.approx(OPENSHIFT.retry_period)
+    assert attempt is Attempt.TAKEN
