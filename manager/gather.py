@@ -3,14 +3,20 @@
     files = await gather(kube)   # path in the bundle -> bytes, every one redacted
 
 It reads (never writes: the plan's writes are server-side dry runs) the ExternalSecretsConfig
-and ExternalSecretsManager, the operator's and the operand's Deployments, ReplicaSets, Pods,
-Events, Secrets (names, types and key names), container logs (current and previous), the plan
-(rendered against live), the operand's webhook configurations (caBundle as certificate
-fingerprints), the stored versions of the operand's CRDs, the operator's OLM
-OperatorCondition and its metrics. Every part that cannot be read is listed in
-`manifest.yaml` with the reason (RBAC, API not served, not found) instead of failing the
-bundle. manager/redact.py decides what each part may show; the text of every file (the
-manifest too) goes through it last, when every value to hide has been learned.
+and ExternalSecretsManager; in the operand's namespace every Deployment, ReplicaSet, Pod,
+Event and Secret (names, types and key names) and every container log (current and
+previous); in the operator's namespace only the operator's own: its Deployment
+(`OPERATOR_DEPLOYMENT`), the ReplicaSets and Pods its selector picks, their logs, the Secrets
+it names (`OPERATOR_SECRETS` and those its pod template refers to) and the Events about these
+objects and its leader-election Lease. That namespace may be shared with other operators
+(OLM installs into `openshift-operators` by default): theirs stay out of the bundle. When
+both namespaces are one, it is collected as the operand's. Besides: the plan (rendered against
+live), the operand's webhook configurations (caBundle as certificate fingerprints), the stored
+versions of the operand's CRDs, the operator's OLM OperatorCondition and its metrics. Every
+part that cannot be read is listed in `manifest.yaml` with the reason (RBAC, API not served,
+not found) instead of failing the bundle. manager/redact.py decides what each part may show;
+the text of every file (the manifest too) goes through it last, when every value to hide has
+been learned.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from manager.constants import (
     SINGLETON_NAME,
 )
 from manager.kube import ApiError, JsonObject, Kube
+from manager.leader import LEASE_NAME
+from manager.olm.identity import APP_LABEL, METRICS_SCRAPER_TOKEN, METRICS_TLS_SECRET
 from manager.plan import PlanRefusedError, make_plan
 from manager.redact import Redactor
 from manager.uninstall import operand_namespace_of
@@ -58,6 +66,11 @@ NAMESPACED_KINDS = (  # (file, collection path) per namespace
     ("events", "/api/v1/namespaces/{namespace}/events"),
     ("secrets", "/api/v1/namespaces/{namespace}/secrets"),
 )
+# The operator's own Secrets in its namespace, besides those its pod template refers to: the
+# metrics serving certificate (OpenShift's service CA) and the metrics scraper's token.
+OPERATOR_SECRETS = (METRICS_TLS_SECRET, METRICS_SCRAPER_TOKEN)
+# Its pods when its Deployment cannot be read: the selector of manifests/operator/deployment.yaml.
+OPERATOR_SELECTOR: JsonObject = {"matchLabels": {"app": APP_LABEL}}
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
 
 
@@ -95,18 +108,31 @@ class Bundle:
 
     def files(self) -> dict[str, bytes]:
         """Every file, scrubbed once everything has been learned, and the manifest."""
-        rendered = {path: yaml.safe_dump(obj, sort_keys=False) for path, obj in
-                    self._objects.items()}
+        # First learn what every file reveals by shape (a token in one log, a `key: value`
+        # line of an object's YAML), then replace it in all of them.
+        for text in [*self._texts.values(), *(yaml.safe_dump(obj, sort_keys=False)
+                                             for obj in self._objects.values())]:
+            self.redactor.scrub(text)
+        rendered = {path: yaml.safe_dump(self.redactor.replace_learned_in(obj), sort_keys=False)
+                    for path, obj in self._objects.items()}
         rendered.update(self._texts)
         rendered["manifest.yaml"] = yaml.safe_dump(self.manifest(), sort_keys=False)
         return {path: self.redactor.text(text).encode() for path, text in rendered.items()}
 
     def manifest(self) -> JsonObject:
         return {"generator": f"{OPERATOR_NAME} {__version__} (python -m manager gather)",
-                "redaction": "Secrets by name, type and key names only; no managedFields or "
-                             "last-applied annotations; env values only of the operator's own "
-                             "variables; URLs without user information; values of Secrets and "
-                             "of hidden env entries replaced in all text (docs/operations.md)",
+                "redaction": "Secrets by name, type and key names only, annotation values "
+                             "hidden; no managedFields or last-applied annotations; env values "
+                             "only of the operator's own variables; every HTTP header value "
+                             "hidden; values of secret-looking flags hidden in args and command "
+                             "(--flag=value and --flag value); URLs without user information; "
+                             "private keys, JWTs, Bearer and Basic credentials, Vault, AWS "
+                             "access key and GitHub tokens and values assigned to "
+                             "secret-looking names hidden in objects and text; every hidden "
+                             "value replaced in all text too, raw and base64, whole tokens "
+                             "only for 4 or 5 characters, 1 to 3 characters not searched for; "
+                             "in the operator's namespace only the operator's own objects "
+                             "(docs/operations.md, Support bundle)",
                 "parts": [{"path": path, "holds": what} for path, what in sorted(
                     self.parts.items())],
                 "missing": self.missing}
@@ -125,8 +151,9 @@ class Gatherer:
         await self._singleton(ESM_PLURAL, ESM_KIND)
         operator_ns = self.operator_namespace or await self._find_operator_namespace()
         operand_ns = operand_namespace_of(esc) if esc else DEFAULT_OPERAND_NAMESPACE
-        for namespace in dict.fromkeys((operator_ns, operand_ns)):
-            await self._namespace(namespace)
+        if operator_ns != operand_ns:  # one namespace: collected whole, as the operand's
+            await self._operator_namespace(operator_ns)
+        await self._namespace(operand_ns)
         await self._events_of_singletons()
         await self._webhooks()
         await self._crds()
@@ -169,6 +196,76 @@ class Gatherer:
                 pods = listing.get("items") or [] if name == "pods" else pods
         for pod in pods:
             await self._logs(pod)
+
+    async def _operator_namespace(self, namespace: str) -> None:
+        """The operator's own objects in its namespace, which other operators may share:
+        its Deployment, the ReplicaSets and Pods of its selector, its Secrets, the Events
+        about these and its Lease, and its pods' logs; nothing else of the namespace."""
+        apps, core = f"/apis/apps/v1/namespaces/{namespace}", f"/api/v1/namespaces/{namespace}"
+        base = f"namespaces/{namespace}"
+        deployment: JsonObject | None = await self._read(f"{base}/deployments.yaml", self.kube.get(
+            f"{apps}/deployments/{OPERATOR_DEPLOYMENT}"))
+        selector = OPERATOR_SELECTOR
+        if deployment is not None:
+            selector = (deployment.get("spec") or {}).get("selector") or OPERATOR_SELECTOR
+            self._add_list(f"{base}/deployments.yaml", f"the operator's Deployment in {namespace}",
+                           "apps/v1", "DeploymentList", [deployment])
+        elif not any(m["part"] == f"{base}/deployments.yaml" for m in self.bundle.missing):
+            self.bundle.miss(f"{base}/deployments.yaml", f"not found: no Deployment "
+                                                         f"{OPERATOR_DEPLOYMENT} in {namespace}")
+        labels = label_selector(selector)
+        replicasets = await self._read(f"{base}/replicasets.yaml", self.kube.list(
+            f"{apps}/replicasets", label_selector=labels))
+        if replicasets is not None:
+            uid = ((deployment or {}).get("metadata") or {}).get("uid")
+            owned = [rs for rs in replicasets.get("items") or [] if uid is None or any(
+                ref.get("uid") == uid for ref in rs["metadata"].get("ownerReferences") or [])]
+            self._add_list(f"{base}/replicasets.yaml", f"the operator's ReplicaSets in "
+                           f"{namespace} (selector {labels})", "apps/v1", "ReplicaSetList", owned)
+        else:
+            owned = []
+        pods = await self._read(f"{base}/pods.yaml", self.kube.list(
+            f"{core}/pods", label_selector=labels))
+        pod_items = (pods or {}).get("items") or []
+        if pods is not None:
+            self._add_list(f"{base}/pods.yaml", f"the operator's Pods in {namespace} (selector "
+                                                f"{labels})", "v1", "PodList", pod_items)
+        secrets = await self._operator_secrets(namespace, deployment)
+        own = {("Deployment", OPERATOR_DEPLOYMENT), ("Lease", LEASE_NAME),
+               *(("ReplicaSet", rs["metadata"]["name"]) for rs in owned),
+               *(("Pod", pod["metadata"]["name"]) for pod in pod_items),
+               *(("Secret", name) for name in secrets)}
+        events = await self._read(f"{base}/events.yaml", self.kube.list(f"{core}/events"))
+        if events is not None:
+            about = [event for event in events.get("items") or []
+                     if (str((event.get("involvedObject") or {}).get("kind")),
+                         str((event.get("involvedObject") or {}).get("name"))) in own]
+            self._add_list(f"{base}/events.yaml", f"Events about the operator's objects in "
+                                                  f"{namespace}", "v1", "EventList", about)
+        for pod in pod_items:
+            await self._logs(pod)
+
+    async def _operator_secrets(self, namespace: str, deployment: JsonObject | None,
+                                ) -> list[str]:
+        """The operator's Secrets (`OPERATOR_SECRETS` and those its pod template refers
+        to) that exist, added to the bundle; each read by name, no other Secret is read."""
+        path = f"namespaces/{namespace}/secrets.yaml"
+        names = sorted({*OPERATOR_SECRETS, *referenced_secrets(
+            ((deployment or {}).get("spec") or {}).get("template") or {})})
+        found: list[JsonObject] = []
+        for name in names:
+            secret = await self._read(f"{path} ({name})", self.kube.get(
+                f"/api/v1/namespaces/{namespace}/secrets/{name}"))
+            if secret is not None:
+                found.append(secret)
+        self._add_list(path, f"the operator's Secrets in {namespace} (names, types and key "
+                             f"names; looked for: {', '.join(names)})", "v1", "SecretList", found)
+        return [secret["metadata"]["name"] for secret in found]
+
+    def _add_list(self, path: str, what: str, api_version: str, kind: str,
+                  items: list[JsonObject]) -> None:
+        self.bundle.add_object(path, what, {"apiVersion": api_version, "kind": kind,
+                                            "metadata": {}, "items": items})
 
     async def _logs(self, pod: JsonObject) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
@@ -249,7 +346,9 @@ class Gatherer:
         path = f"namespaces/{namespace}/operatorconditions.yaml"
         listing = await self._read(path, self.kube.request(
             "GET", OPERATOR_CONDITIONS.format(namespace=namespace)))
-        if listing is not None:
+        if listing is not None:  # one per CSV of the namespace: ours are named after the package
+            listing["items"] = [item for item in listing.get("items") or [] if str(
+                item["metadata"]["name"]).startswith(f"{OPERATOR_NAME}.")]
             self.bundle.add_object(path, "OLM's OperatorCondition of the operator's CSV",
                                    listing)
 
@@ -298,6 +397,34 @@ class Gatherer:
             return
         self.bundle.add_text(path, "the plan: the live ExternalSecretsConfig rendered against "
                                    "the live objects (server-side dry runs)", out.getvalue())
+
+
+def label_selector(selector: JsonObject) -> str:
+    """A LabelSelector (matchLabels, matchExpressions) as the `labelSelector` query says it."""
+    terms = [f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        values = ",".join(expression.get("values") or [])
+        terms.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
+                      "Exists": key, "DoesNotExist": f"!{key}"}[operator])
+    return ",".join(terms)
+
+
+def referenced_secrets(template: JsonObject) -> set[str]:
+    """The names of the Secrets a pod template refers to: volumes (projected too), env and
+    envFrom of every container, image pull secrets."""
+    spec = template.get("spec") or {}
+    names = {ref.get("name") for ref in spec.get("imagePullSecrets") or []}
+    for volume in spec.get("volumes") or []:
+        names.add((volume.get("secret") or {}).get("secretName"))
+        names.update((source.get("secret") or {}).get("name") for source in
+                     (volume.get("projected") or {}).get("sources") or [])
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        names.update(((entry.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                     for entry in container.get("env") or [])
+        names.update((entry.get("secretRef") or {}).get("name")
+                     for entry in container.get("envFrom") or [])
+    return {str(name) for name in names if name}
 
 
 def ca_fingerprints(ca_bundle: str) -> list[str]:

@@ -2,16 +2,21 @@
 (the operator image: this source tree), the operand's processes are real, and `kubectl logs`
 serves their output (devcluster/podlogs.py). Sentinel values are planted wherever a secret
 can hide (Secrets, the bitwarden TLS Secret, a proxy URL's password, overrideEnv, the
-operator's own environment, literally and from a Secret); the bundle must hold none of
-them, in any member, raw or base64-encoded, and every part it lists."""
+operator's own environment, literally and from a Secret, Secret annotations, a Deployment's
+`--token=...` and `--password ...` arguments, a probe's HTTP header, a Vault token, an AWS
+access key ID and a `password=...` in a container's log); the bundle must hold none of them,
+in any member, raw or base64-encoded, and every part it lists. Another operator installed in
+the operator's namespace (a Deployment, its Pod and log, a Secret) must not appear at all."""
 
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import json
 import re
 import secrets
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -23,6 +28,7 @@ import yaml
 
 from devcluster import crds
 from devcluster import images as image_map
+from devcluster.pods import ImageEntry
 from manager.gather import SECURE_METRICS
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
@@ -37,7 +43,18 @@ OPERATOR_MANIFESTS = ("namespace", "serviceaccount", "rbac", "metrics-service", 
 TOKEN = secrets.token_hex(6)
 SENTINELS = {where: f"sentinel{where}{TOKEN}" for where in (
     "UserSecret", "BitwardenKey", "BitwardenCert", "ProxyPassword", "OverrideEnv",
-    "OperatorEnv", "OperatorSecretEnv")}
+    "OperatorEnv", "OperatorSecretEnv", "SecretAnnotation", "OperatorSecretAnnotation",
+    "ArgToken", "ArgPassword", "CommandPassword", "ProbeHeader", "LogPassword",
+    "OtherSecret", "OtherLog")}
+# Found by their shape alone: they are in no object, only in the printer's log.
+SENTINELS["VaultToken"] = f"hvs.CAESI{TOKEN}sentinelVault"
+SENTINELS["AwsKeyId"] = f"AKIA{TOKEN.upper()}SNTL"
+# Another operator in the operator's namespace: its name is in all its objects and its pod's.
+OTHER_OPERATOR = SENTINELS["OtherOperator"] = f"other-operator-{TOKEN}"
+PRINTER = "sentinel-printer"  # a workload planted in the operand's namespace
+PRINTER_IMAGE = "example.test/printer:gather-test"
+OTHER_IMAGE = "example.test/other-operator:gather-test"
+PRINTED = "vault login ok"
 
 
 def forms(value: str) -> set[bytes]:
@@ -61,6 +78,56 @@ def operator_deployment() -> dict[str, Any]:
         {"name": "VENDOR_TOKEN", "valueFrom": {"secretKeyRef": {"name": "operator-extra",
                                                                 "key": "token"}}}]
     return deployment
+
+
+def printer_image(*lines: str) -> ImageEntry:
+    """An image whose entrypoint `/printer` prints `lines` and sleeps; its arguments are
+    ignored. The lines are in this map only, in no object of the cluster."""
+    script = "".join(f"echo {shlex.quote(line)}; " for line in lines) + "exec sleep 86400"
+    return ImageEntry(("/printer",), ("/bin/sh", "-c", script, "printer"))
+
+
+def deployment(name: str, namespace: str, image: str, container: dict[str, Any],
+               ) -> dict[str, Any]:
+    """A Deployment of one container that the "restricted" Pod Security level admits (the
+    operator's namespace enforces it)."""
+    labels = {"app": name}
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"securityContext": {"runAsNonRoot": True,
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [{"name": "main", "image": image,
+                                         "securityContext": security, **container}]}}}}
+
+
+def printer() -> dict[str, Any]:
+    """A Deployment in the operand's namespace with secrets in its command line and in its
+    readiness probe's headers (the probe fails: nothing listens, the pod stays unready)."""
+    return deployment(PRINTER, OPERAND_NS, PRINTER_IMAGE, {
+        "command": ["/printer", "--password", SENTINELS["CommandPassword"]],
+        "args": [f"--namespace={OPERAND_NS}", "--loglevel=debug",
+                 f"--token={SENTINELS['ArgToken']}", "--password", SENTINELS["ArgPassword"]],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8089, "httpHeaders": [
+            {"name": "X-Probe-Key", "value": SENTINELS["ProbeHeader"]}]},
+            "periodSeconds": 30}})
+
+
+def other_operator() -> list[dict[str, Any]]:
+    """Another operator sharing the operator's namespace, as OLM's openshift-operators is."""
+    other_secret = secret(f"{OTHER_OPERATOR}-credentials", OPERATOR_NS,
+                          {"token": SENTINELS["OtherSecret"]})
+    return [other_secret, deployment(OTHER_OPERATOR, OPERATOR_NS, OTHER_IMAGE, {
+        "args": [f"--namespace={OPERATOR_NS}"],
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": other_secret["metadata"]["name"], "key": "token"}}}]})]
+
+
+def annotated(obj: dict[str, Any], note: str) -> dict[str, Any]:
+    obj["metadata"]["annotations"] = {"example.com/note": note}
+    return obj
 
 
 def esc() -> dict[str, Any]:
@@ -87,14 +154,23 @@ def installed(cluster: Cluster) -> Iterator[None]:
         pytest.skip("plants sentinels in the operator's Deployment: simulated cluster only")
     simulated = cluster.simulated
     crds.install(simulated.api, crds.all_crds())
-    image_map.add(simulated.images_file, {IMAGE: image_map.operator_image(REPO_ROOT)})
+    image_map.add(simulated.images_file, {
+        IMAGE: image_map.operator_image(REPO_ROOT),
+        PRINTER_IMAGE: printer_image(
+            f"{PRINTED} token {SENTINELS['VaultToken']} aws key {SENTINELS['AwsKeyId']}",
+            f"level=info msg=connect password={SENTINELS['LogPassword']}"),
+        OTHER_IMAGE: printer_image(f"other operator {SENTINELS['OtherLog']}")})
     operator = [doc for name in OPERATOR_MANIFESTS if name != "deployment"
                 for doc in yaml.safe_load_all((REPO_ROOT / f"manifests/operator/{name}.yaml")
                                               .read_text()) if doc]
     apply(cluster, *operator, {"apiVersion": "v1", "kind": "Namespace",
                                "metadata": {"name": OPERAND_NS}},
-          secret("operator-extra", OPERATOR_NS, {"token": SENTINELS["OperatorSecretEnv"]}),
-          secret("user-credentials", OPERAND_NS, {"password": SENTINELS["UserSecret"]}),
+          annotated(secret("operator-extra", OPERATOR_NS,
+                           {"token": SENTINELS["OperatorSecretEnv"]}),
+                    SENTINELS["OperatorSecretAnnotation"]),
+          annotated(secret("user-credentials", OPERAND_NS, {"password": SENTINELS["UserSecret"]}),
+                    SENTINELS["SecretAnnotation"]),
+          printer(), *other_operator(),
           secret("bitwarden-tls", OPERAND_NS, {"tls.key": SENTINELS["BitwardenKey"],
                                                "tls.crt": SENTINELS["BitwardenCert"],
                                                "ca.crt": SENTINELS["BitwardenCert"]}),
@@ -102,6 +178,10 @@ def installed(cluster: Cluster) -> Iterator[None]:
     try:
         wait_for(lambda: _installed(cluster), "the operand installed by the operator's Deployment",
                  120)
+        for namespace, name, line in ((OPERAND_NS, PRINTER, PRINTED),
+                                      (OPERATOR_NS, OTHER_OPERATOR, SENTINELS["OtherLog"])):
+            wait_for(functools.partial(_printed, cluster, namespace, name, line),
+                     f"{name}'s log", 60)
         yield
     finally:
         cluster.kubectl("delete", "externalsecretsconfig", "cluster", "--ignore-not-found")
@@ -115,10 +195,29 @@ def installed(cluster: Cluster) -> Iterator[None]:
         cluster.kubectl("delete", "externalsecretsmanager", "cluster", "--ignore-not-found")
 
 
+def _printed(cluster: Cluster, namespace: str, name: str, line: str) -> None:
+    logs = cluster.kubectl("logs", "-n", namespace, f"deployment/{name}", check=False)
+    assert line in logs.stdout, "\n".join((logs.stdout, logs.stderr, cluster.kubectl(
+        "get", "pods,replicasets,events", "-n", namespace, "-o", "wide", check=False).stdout))
+
+
+def _operand_installed(status: dict[str, Any] | None) -> bool:
+    """Installed, or waiting for nothing but bitwarden-sdk-server: where the simulated cluster
+    has no binary for it (NoLocalBinary), or where it has one and the server refuses the
+    sentinels planted as its certificate and key and restarts."""
+    if counts_as_installed(status, OPERAND_NS, simulated=True):
+        return True
+    ready: dict[str, Any] = next((c for c in (status or {}).get("conditions") or []
+                                  if c["type"] == "Ready"), {})
+    return (ready.get("reason") == "WaitingForOperand" and [
+        item.get("object") for item in (status or {}).get("awaited") or []]
+        == [f"Deployment {OPERAND_NS}/bitwarden-sdk-server"])
+
+
 def _installed(cluster: Cluster) -> None:
     found = json.loads(cluster.kubectl("get", "externalsecretsconfig", "cluster", "-o", "json",
                                        check=False).stdout or "{}")
-    assert counts_as_installed(found.get("status"), OPERAND_NS, simulated=True), (
+    assert _operand_installed(found.get("status")), (
         found.get("status"), cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout,
         cluster.kubectl("logs", "-n", OPERATOR_NS, "deployment/" + OPERATOR_DEPLOYMENT,
                         "--tail=20", check=False))
@@ -172,10 +271,9 @@ def test_every_part_is_there(bundle: dict[str, bytes]) -> None:
     # The operator's /metrics needs a bearer token the API server's proxy does not pass on.
     [secure] = [part for part in missing if f"namespaces/{OPERATOR_NS}/metrics/" in part]
     assert missing.pop(secure) == SECURE_METRICS
-    # bitwarden-sdk-server has no binary here: its container never ran, so it has no log.
-    assert [(part, reason) for part, reason in missing.items() if "/bitwarden-sdk-server-" in
-            part and reason.endswith("(waiting: NoLocalBinary)")] == list(missing.items())
-    assert len(missing) == 1
+    # bitwarden-sdk-server (see _operand_installed) may have no log: its container never
+    # ran, or it is waiting to be restarted. Nothing else is missing.
+    assert all("/bitwarden-sdk-server-" in part for part in missing), missing
 
 
 def text(bundle: dict[str, bytes], path: str) -> str:
@@ -221,3 +319,48 @@ def test_what_stays_useful(bundle: dict[str, bytes]) -> None:
     assert stored["externalsecretsconfigs.operator.openshift.io"] == ["v1alpha1"]
     assert "Plan: 0 to create" in text(bundle, "plan.txt")
     # (The operator's metrics are listed as missing, see test_every_part_is_there.)
+
+
+def test_what_stays_useful_of_hidden_arguments_headers_annotations_and_logs(
+        bundle: dict[str, bytes]) -> None:
+    workloads = {d["metadata"]["name"]: d for d in yaml.safe_load(
+        bundle[f"namespaces/{OPERAND_NS}/deployments.yaml"])["items"]}
+    main = workloads[PRINTER]["spec"]["template"]["spec"]["containers"][0]
+    assert main["command"] == ["/printer", "--password", "<redacted>"]
+    assert main["args"] == [f"--namespace={OPERAND_NS}", "--loglevel=debug",
+                            "--token=<redacted>", "--password", "<redacted>"]
+    assert main["readinessProbe"]["httpGet"]["httpHeaders"] == [
+        {"name": "X-Probe-Key", "value": "<redacted>"}]
+    secrets_ = {s["metadata"]["name"]: s for s in yaml.safe_load(
+        bundle[f"namespaces/{OPERAND_NS}/secrets.yaml"])["items"]}
+    assert secrets_["user-credentials"]["metadata"]["annotations"] == {
+        "example.com/note": "<redacted>"}
+    printed = [text(bundle, path) for path in bundle
+               if path.startswith(f"namespaces/{OPERAND_NS}/logs/{PRINTER}-")]
+    assert printed, list(bundle)
+    assert all(f"{PRINTED} token <redacted> aws key <redacted>\n"
+               "level=info msg=connect password=<redacted>\n" in body for body in printed), printed
+
+
+def test_the_operator_namespace_holds_the_operators_own_objects_only(
+        bundle: dict[str, bytes]) -> None:
+    """The other operator's Deployment, Pod, log and Secret are nowhere (its name is a
+    sentinel of test_no_sentinel_anywhere); what is there is the operator's."""
+    def names(kind: str) -> list[str]:
+        listing = yaml.safe_load(bundle[f"namespaces/{OPERATOR_NS}/{kind}.yaml"])
+        return [item["metadata"]["name"] for item in listing["items"]]
+
+    assert names("deployments") == [OPERATOR_DEPLOYMENT]
+    for kind in ("replicasets", "pods"):
+        assert names(kind), kind
+        assert all(name.startswith(f"{OPERATOR_DEPLOYMENT}-") for name in names(kind)), kind
+    assert names("secrets") == ["operator-extra"]  # named by the operator's pod template
+    events = yaml.safe_load(bundle[f"namespaces/{OPERATOR_NS}/events.yaml"])["items"]
+    assert events
+    assert {event["involvedObject"]["name"] for event in events} <= {
+        OPERATOR_DEPLOYMENT, *names("replicasets"), *names("pods"), "operator-extra",
+        "external-secrets-operator-leader"}
+    logs = [path for path in bundle if path.startswith(f"namespaces/{OPERATOR_NS}/logs/")]
+    assert logs
+    assert all(path.startswith(f"namespaces/{OPERATOR_NS}/logs/{OPERATOR_DEPLOYMENT}-")
+               for path in logs), logs
