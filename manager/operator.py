@@ -43,8 +43,8 @@ from manager.credentials import load_credentials
 from manager.kube import USER_AGENT, ApiError, JsonObject, Kube, install_crds, own_namespace
 from manager.leader import LeaderElector, LeaseTiming, candidate_identity
 from manager.logs import configure_logging, without_credentials
-from manager.metrics import MetricsServer
 from manager.metrics_auth import MetricsAccess
+from manager.metrics_server import METRICS_PATH, MetricsServer
 from manager.metrics_tls import ServingTLS
 from manager.olm.identity import METRICS_SERVICE
 from manager.paths import REPO_ROOT
@@ -67,7 +67,7 @@ class OperatorOptions:
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     metrics_addr: str | None = None
     """Where to serve /metrics (HOST:PORT or :PORT); None: not served. `run` defaults to
-    :8080 (manager.metrics.DEFAULT_METRICS_ADDR)."""
+    :8080 (manager.metrics_server.DEFAULT_METRICS_ADDR)."""
     metrics_secure: bool = True
     """HTTPS, to bearer tokens allowed to get /metrics; False: plain HTTP, open to anyone
     who reaches the port (local runs)."""
@@ -355,7 +355,7 @@ def _metrics_server(options: OperatorOptions, kube: Kube,
     names = (service, f"{service}.cluster.local", "localhost") if namespace else ("localhost",)
     tls = ServingTLS(_path(options.metrics_cert_file), _path(options.metrics_key_file), names)
     return MetricsServer(options.metrics_addr, tls=tls,
-                         access=MetricsAccess(kube, metrics.METRICS_PATH))
+                         access=MetricsAccess(kube, METRICS_PATH))
 
 
 def _tls_follower(server: MetricsServer | None) -> Callable[[TLSProfile], None]:

@@ -10,7 +10,7 @@ from typing import Any
 from manager.commands import add_kubeconfig
 from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
 from manager.leader import LEASE_NAME, LeaseTiming
-from manager.metrics import DEFAULT_METRICS_ADDR
+from manager.metrics_server import DEFAULT_METRICS_ADDR
 
 DEFAULT_TIMING = LeaseTiming()
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})

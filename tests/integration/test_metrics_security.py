@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from manager import metrics_tls
 from manager.kube import Kube
-from manager.metrics import METRICS_PATH, MetricsServer
 from manager.metrics_auth import MetricsAccess
+from manager.metrics_server import METRICS_PATH, MetricsServer
 from manager.metrics_tls import ServingTLS
 from manager.tls_profile import profile_of, python_tls_policy
 from tests.integration.conftest import eventually

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from manager import metrics
+from manager import metrics, metrics_server
 from manager.cli import build_parser
 from manager.metrics_auth import bearer_token
 
@@ -65,10 +65,10 @@ def test_a_deleted_resource_has_no_conditions() -> None:
 
 
 def test_parse_addr() -> None:
-    assert metrics.parse_addr(":8080") == ("0.0.0.0", 8080)  # noqa: S104
-    assert metrics.parse_addr("127.0.0.1:9") == ("127.0.0.1", 9)
+    assert metrics_server.parse_addr(":8080") == ("0.0.0.0", 8080)  # noqa: S104
+    assert metrics_server.parse_addr("127.0.0.1:9") == ("127.0.0.1", 9)
     with pytest.raises(ValueError, match="HOST:PORT"):
-        metrics.parse_addr("8080")
+        metrics_server.parse_addr("8080")
 
 
 @pytest.mark.parametrize(("argv", "environ", "secure"), [
