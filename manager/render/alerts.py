@@ -1,4 +1,5 @@
-"""The operand's alerting rules (the PrometheusRule of the OperandMonitoring feature). Pure.
+"""The operand's alerting rules (the PrometheusRule of the OperandMonitoring feature) and the
+operator's own (`operator_alerts`). Pure.
 
 Built here rather than written in the template because alert texts carry Prometheus'
 own `{{ $labels.x }}` templating, which jinja2 would read as its own; the template prints
@@ -9,13 +10,17 @@ Metric names, and where they come from:
 - kube_deployment_status_condition: kube-state-metrics (part of every Prometheus Operator
   stack and of OpenShift monitoring);
 - certmanager_certificate_expiration_timestamp_seconds: cert-manager's controller (only
-  rendered when cert-manager issues the webhook certificate);
+  rendered when cert-manager issues the webhook certificate). Its `namespace` label is the
+  Certificate's where cert-manager's ServiceMonitor honours the exported labels, else (its
+  Helm chart's default, and always under user-workload monitoring) the Certificate's is in
+  `exported_namespace` and `namespace` is cert-manager's own: the rule reads either;
 - externalsecret_status_condition: the external-secrets controller of the pinned release
   (pkg/controllers/externalsecret/esmetrics: labels name, namespace, condition, status);
-- eso_operator_last_successful_pass_timestamp_seconds: this operator (manager/metrics.py),
-  scraped through its own ServiceMonitor; that alert is in the operator's own PrometheusRule
-  (`operator_alerts`), which the operator applies in its own namespace at run time
-  (manager/controllers/operator_monitoring.py).
+- eso_operator_last_successful_pass_timestamp_seconds and eso_operator_leader: this operator
+  (manager/metrics.py), scraped through its own ServiceMonitor; those alerts are in the
+  operator's own PrometheusRule (`operator_alerts`), which the operator applies in its own
+  namespace at run time (manager/controllers/operator_monitoring.py). Every instance is
+  scraped, the standby too, and only the leader (eso_operator_leader 1) runs passes.
 
 Two ways the series get their labels, and the rules are right under both:
 
@@ -25,13 +30,19 @@ Two ways the series get their labels, and the rules are right under both:
   namespace: each series gets `namespace` = the namespace of the ServiceMonitor (the operand's)
   and the exported one moves to `exported_namespace`; each rule expression gets
   `namespace="<the PrometheusRule's namespace>"` added to every selector. So no rule may
-  depend on another namespace's series (the operator's alert lives in the operator's
+  depend on another namespace's series (the operator's alerts live in the operator's
   namespace, with its metrics), and the ExternalSecret's own namespace is read from
   `exported_namespace` where the series has one, else from `namespace`.
 
+One rule cannot be right under that enforcement: cert-manager's series carry cert-manager's
+namespace there, so ExternalSecretsWebhookCertificateExpiring sees them only where the
+operand namespace is exempt from it (`namespacesWithoutLabelEnforcement` of OpenShift's
+user-workload-monitoring-config); the rules stay right without the enforcement too.
+
 Every alert has a `summary`, a `description` that names the commands to run, and a
 `severity` label. tests/unit/test_promtool.py checks them with `promtool check rules` and
-runs `promtool test rules` (tests/promtool/alerts_test.yaml) on each, firing and not.
+runs `promtool test rules` (tests/promtool/alerts_test.yaml, alerts_test_uwm.yaml) on each,
+firing and not.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from manager.config import EffectiveConfig
-from manager.constants import OPERATOR_DEPLOYMENT
+from manager.constants import OPERATOR_DEPLOYMENT, OPERATOR_NAME
 from manager.render import labels
 from manager.render.components import CERT_CONTROLLER_APP, CONTROLLER_APP, WEBHOOK_APP
 
@@ -53,13 +64,22 @@ DEPLOYMENTS: Final = ("external-secrets", "external-secrets-webhook",
 # Seconds: a pass runs at least every resync (300 s) and retries faster while it fails.
 OPERATOR_PASS_STALE: Final = 900
 CERTIFICATE_WARNING_DAYS: Final = 7
+# How long no instance may be seen leading before ExternalSecretsOperatorDown fires: longer
+# than a restart takes (the Deployment's strategy is Recreate: the old pod stops within its
+# 30 s grace, releasing the Lease, then the new one is scheduled, pulls its image, starts,
+# takes the Lease and is scraped within 30 s; a crashed leader's Lease is taken over within
+# 137 s plus a 26 s retry period, manager/leader.py LeaseTiming), with room for a slow pull.
+OPERATOR_DOWN_FOR: Final = "15m"
+# The leader Lease (manager/leader.py LEASE_NAME; tests/unit/test_promtool.py keeps them equal).
+OPERATOR_LEASE: Final = "external-secrets-operator-leader"
 
 
 def _alert(name: str, expr: str, duration: str, severity: str,
-           *texts: str) -> dict[str, Any]:
+           *texts: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """An alerting rule; `texts` are its summary and its description."""
     summary, description = texts
-    return {"alert": name, "expr": expr, "for": duration, "labels": {"severity": severity},
+    return {"alert": name, "expr": expr, "for": duration,
+            "labels": {"severity": severity, **(labels or {})},
             "annotations": {"summary": summary, "description": description}}
 
 
@@ -84,7 +104,7 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
             "; kubectl get esc cluster -o wide (the operator's view)."),
         _alert(
             "ExternalSecretSyncFailing",
-            f"max by (namespace, name) ({_own_namespace(not_ready)}) == 1",
+            f"max by (namespace, name) ({_own_namespace(not_ready, namespace)}) == 1",
             "15m", "warning",
             "ExternalSecret {{ $labels.namespace }}/{{ $labels.name }} fails to sync",
             "ExternalSecret {{ $labels.namespace }}/{{ $labels.name }} has not been Ready for "
@@ -95,10 +115,12 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
     ]
     if config.cert_manager.enabled:
         days = CERTIFICATE_WARNING_DAYS
+        certificate = ("certmanager_certificate_expiration_timestamp_seconds"
+                       f'{{name="{WEBHOOK_CERTIFICATE}", ')
         rules.append(_alert(
             "ExternalSecretsWebhookCertificateExpiring",
-            f'certmanager_certificate_expiration_timestamp_seconds{{namespace="{namespace}", '
-            f'name="{WEBHOOK_CERTIFICATE}"}} - time() < {days} * 86400',
+            f"min by (namespace, name) ({_certificate_namespace(certificate, namespace)})"
+            f" - time() < {days} * 86400",
             "1h", "warning",
             "the external-secrets webhook certificate expires in less than "
             f"{days} days",
@@ -111,30 +133,65 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
     return rules
 
 
-def _own_namespace(selector: str) -> str:
+def _own_namespace(selector: str, scraped_in: str) -> str:
     """`selector` (without its closing brace) with `namespace` set to the namespace the
     series' object is in: `exported_namespace` where the scraper moved it there (user-workload
-    monitoring), else `namespace` itself (honorLabels kept it)."""
-    moved = (f'label_replace({selector}, exported_namespace!=""}}, '
+    monitoring; then `namespace` is the one the series was scraped in, which must be
+    `scraped_in`, so that another operand's series are not ours even where no namespace is
+    enforced), else `namespace` itself (honorLabels kept it)."""
+    moved = (f'label_replace({selector}, namespace="{scraped_in}", exported_namespace!=""}}, '
              '"namespace", "$1", "exported_namespace", "(.+)")')
     return f'{moved} or {selector}, exported_namespace=""}}'
 
 
-def operator_alerts() -> list[dict[str, Any]]:
-    """The rules of the operator's own PrometheusRule, in the operator's namespace (where its
-    metrics are, so a namespace the scraper enforces matches them)."""
+def _certificate_namespace(selector: str, namespace: str) -> str:
+    """The series of `selector` (without its closing brace) about a Certificate in
+    `namespace`, labelled `namespace` = the Certificate's: from `exported_namespace` where
+    the scraper moved cert-manager's label there (its own namespace is then `namespace`),
+    else from `namespace`."""
+    moved = (f'label_replace({selector}exported_namespace="{namespace}"}}, '
+             '"namespace", "$1", "exported_namespace", "(.+)")')
+    return f'{moved} or {selector}namespace="{namespace}", exported_namespace=""}}'
+
+
+def operator_alerts(namespace: str) -> list[dict[str, Any]]:
+    """The rules of the operator's own PrometheusRule, in the operator's namespace
+    `namespace` (where its metrics are, so a namespace the scraper enforces matches them)."""
+    job = f'job="{OPERATOR_METRICS_JOB}"'
     return [
         _alert(
             "ExternalSecretsOperatorPassesFailing",
-            f'time() - eso_operator_last_successful_pass_timestamp_seconds{{'
-            f'job="{OPERATOR_METRICS_JOB}"}} > {OPERATOR_PASS_STALE}',
+            # The leader's only: a standby runs no pass, so its timestamp stays at its start.
+            f"(time() - eso_operator_last_successful_pass_timestamp_seconds{{{job}}} "
+            f"> {OPERATOR_PASS_STALE}) and eso_operator_leader{{{job}}} == 1",
             "5m", "warning",
             "the external-secrets operator has not completed a pass for 15 minutes",
-            "The external-secrets operator in {{ $labels.namespace }} has ended every pass "
-            "Degraded or in error for 15 minutes: drift is not repaired and spec changes do "
-            "not reach the operand. Run: kubectl get esc cluster -o wide; kubectl describe esc "
-            "cluster (status.failure names the object and the fix); kubectl -n "
-            "{{ $labels.namespace }} logs deploy/" + OPERATOR_DEPLOYMENT + "."),
+            "The external-secrets operator in {{ $labels.namespace }} (the leader, pod "
+            "{{ $labels.pod }}) has ended every pass Degraded or in error for 15 minutes: "
+            "drift is not repaired and spec changes do not reach the operand. Run: kubectl "
+            "get esc cluster -o wide; kubectl describe esc cluster (status.failure names the "
+            "object and the fix); kubectl -n {{ $labels.namespace }} logs "
+            "{{ $labels.pod }}."),
+        _alert(
+            "ExternalSecretsOperatorDown",
+            # absent() of a comparison: no instance scraped (none runs, or Prometheus cannot
+            # read its metrics), or none holds the Lease. Its result has no labels: the rule
+            # names the namespace.
+            f'absent(eso_operator_leader{{{job}, namespace="{namespace}"}} == 1)',
+            OPERATOR_DOWN_FOR, "warning",
+            "no external-secrets operator is running and leading",
+            f"No instance of the external-secrets operator in {namespace} has been scraped "
+            "while holding the leader Lease for 15 minutes: nothing reconciles the operand "
+            "(drift is not repaired, spec changes do not reach it, status is not updated). "
+            "Either no instance runs, Prometheus cannot scrape it (up{"
+            f'{job}, namespace="{namespace}"}} is 0: the target\'s last error says why), '
+            "or every instance waits for the Lease. Run: kubectl -n "
+            f"{namespace} get deployment,pods -l app={OPERATOR_NAME}; kubectl -n {namespace} "
+            f"describe deployment {OPERATOR_DEPLOYMENT} (why no pod runs); kubectl -n "
+            f"{namespace} logs -l app={OPERATOR_NAME} --prefix --tail=50; kubectl -n "
+            f"{namespace} get lease {OPERATOR_LEASE} -o yaml (holderIdentity: the pod that "
+            "leads).",
+            labels={"namespace": namespace}),
     ]
 
 

@@ -12,8 +12,7 @@ from typing import Any
 
 import jinja2
 
-from manager.render.serialize import Serialized, tojson
-from manager.render.templates import TemplateError
+from manager.render.serialize import Serialized, TemplateError, tojson
 
 
 class _ResourceLoader(jinja2.BaseLoader):

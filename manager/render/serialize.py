@@ -27,6 +27,11 @@ _YAML_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class TemplateError(RuntimeError):
+    """A template broke one of the rules of manager.render.templates, this one's included (a
+    bug in the template, not in the spec)."""
+
+
 class Serialized(str):
     """Text produced by `tojson`: safe to place anywhere a YAML flow value may stand."""
 

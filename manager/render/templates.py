@@ -27,16 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from manager.render.serialize import TemplateError
+
 if TYPE_CHECKING:
     import jinja2
 
 TEMPLATE_SUFFIX = ".yaml.j2"
 _HEADER = re.compile(r"^apiVersion: (?P<api_version>\S+)\nkind: (?P<kind>\S+)$", re.MULTILINE)
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class TemplateError(RuntimeError):
-    """A template broke one of the rules above (a bug in the template, not in the spec)."""
 
 
 def template_root() -> Traversable:

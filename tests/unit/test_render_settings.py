@@ -29,8 +29,8 @@ from manager.render.context import (
     RESTRICTED_CONTAINER_SECURITY_CONTEXT,
     template_context,
 )
+from manager.render.serialize import TemplateError
 from manager.render.templates import (
-    TemplateError,
     component_templates,
     environment,
     render_template,
