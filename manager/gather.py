@@ -32,7 +32,6 @@ from typing import Any
 import yaml
 
 from manager import __version__
-from manager.commands.plan import print_plan  # the plan command's own output
 from manager.constants import (
     API_VERSION,
     DEFAULT_OPERAND_NAMESPACE,
@@ -49,7 +48,7 @@ from manager.constants import (
 from manager.kube import ApiError, JsonObject, Kube
 from manager.leader import LEASE_NAME
 from manager.olm.identity import APP_LABEL, METRICS_SCRAPER_TOKEN, METRICS_TLS_SECRET
-from manager.plan import PlanRefusedError, make_plan
+from manager.plan import PlanRefusedError, make_plan, print_plan
 from manager.redact import Redactor
 from manager.uninstall import operand_namespace_of
 

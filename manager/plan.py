@@ -11,7 +11,8 @@ pass_decision.py) over them; for each object it would write, a server-side dry r
 apply; the difference between the live object and the dry run's result is the
 change, field by field. Objects the operator would prune are listed as deletions. Every
 write it sends is a dry run; a refusal, by the API server or by the operator, is a
-`PlanRefusedError` (the command exits non-zero).
+`PlanRefusedError` (the command exits non-zero). `print_plan` writes it as the `plan`
+command and the support bundle show it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from manager.apply import Applier, Discovery, ObjectRef, Observed, Pruner
 from manager.apply.cache import ObjectCache
@@ -284,3 +285,28 @@ def _shown(lines: list[str]) -> tuple[str, ...]:
     if len(lines) <= FIELDS_SHOWN:
         return tuple(lines)
     return (*lines[:FIELDS_SHOWN], f"(and {len(lines) - FIELDS_SHOWN} more fields)")
+
+
+ACTIONS = ("create", "change", "adopt", "delete", "wait")  # in the order printed
+
+
+def print_plan(plan: Plan, out: TextIO) -> None:
+    print("ExternalSecretsConfig/cluster: accepted by the API server (server-side dry run)"
+          + ("" if plan.esc_changes else "; no change of its spec"), file=out)
+    for change in plan.esc_changes:
+        print(f"  {change}", file=out)
+    print(f"Operator environment: {plan.environment}", file=out)
+    print(f"managementState: {plan.management}", file=out)
+    print(f"\nOperand in namespace {plan.namespace}:", file=out)
+    for action in ACTIONS:
+        for step in (s for s in plan.steps if s.action == action):
+            print(f"  {action:<7} {step.ref}", file=out)
+            for detail in step.details:
+                print(f"            {detail}", file=out)
+    if plan.unchanged:
+        print(f"  unchanged: {plan.unchanged} objects", file=out)
+    for note in plan.notes:
+        print(f"\n{note}", file=out)
+    print(f"\nPlan: {plan.count('create')} to create, "
+          f"{plan.count('change') + plan.count('adopt')} to change, "
+          f"{plan.count('delete')} to delete.", file=out)

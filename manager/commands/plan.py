@@ -24,9 +24,7 @@ from manager.commands.render import (
     load_document,
 )
 from manager.kube import ApiError, Kube
-from manager.plan import Plan, PlanRefusedError, make_plan
-
-ACTIONS = ("create", "change", "adopt", "delete", "wait")
+from manager.plan import PlanRefusedError, make_plan, print_plan
 
 
 def register(subparsers: Any) -> None:
@@ -71,25 +69,3 @@ async def plan(kubeconfig: str | None, esc: dict[str, Any], esm: dict[str, Any] 
         await kube.close()
     print_plan(result, out)
     return 1 if result.degraded else 0
-
-
-def print_plan(plan: Plan, out: TextIO) -> None:
-    print("ExternalSecretsConfig/cluster: accepted by the API server (server-side dry run)"
-          + ("" if plan.esc_changes else "; no change of its spec"), file=out)
-    for change in plan.esc_changes:
-        print(f"  {change}", file=out)
-    print(f"Operator environment: {plan.environment}", file=out)
-    print(f"managementState: {plan.management}", file=out)
-    print(f"\nOperand in namespace {plan.namespace}:", file=out)
-    for action in ACTIONS:
-        for step in (s for s in plan.steps if s.action == action):
-            print(f"  {action:<7} {step.ref}", file=out)
-            for detail in step.details:
-                print(f"            {detail}", file=out)
-    if plan.unchanged:
-        print(f"  unchanged: {plan.unchanged} objects", file=out)
-    for note in plan.notes:
-        print(f"\n{note}", file=out)
-    print(f"\nPlan: {plan.count('create')} to create, "
-          f"{plan.count('change') + plan.count('adopt')} to change, "
-          f"{plan.count('delete')} to delete.", file=out)
