@@ -12,8 +12,14 @@ No interface connects that namespace to anything; the runner relays TCP instead:
 - outbound: inside the pod's namespace the runner listens on the API server's loopback
   address and relays to the real API server, so in-cluster clients work unchanged; and on
   each egress address a test declared (a proxy outside the cluster, say), relayed to where
-  the test listens in the cluster's namespace; OLM's namespace also gets every Service's
-  ClusterIP, relayed to one of its ready endpoints per connection (services.py).
+  the test listens in the cluster's namespace;
+- Services: a pod's namespace routes the Service CIDR to its `lo`, and an nftables rule of
+  its own (a `nat` output chain, as kube-proxy's rules) redirects every TCP connection to a
+  ClusterIP, but for those relayed above, to one listener of the runner on 127.0.0.1 there,
+  which reads the connection's original destination (SO_ORIGINAL_DST) and relays it to a
+  ready endpoint of that Service (services.py `ClusterServices`). Nothing binds a ClusterIP
+  in the pod, so no process of the pod ever finds a Service's port taken. OLM's namespace
+  relays every Service's ClusterIP with a listener on it instead (`forward`, services.py).
 
 Nothing else leaves a pod, and no packet can leave the machine: every namespace involved has
 `lo` as its only interface.
@@ -26,6 +32,7 @@ import ctypes
 import logging
 import os
 import socket
+import struct
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -37,6 +44,8 @@ logger = logging.getLogger("devcluster.netns")
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 CHUNK = 65536
+SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h: the destination before a NAT rule changed it
+NFT_TABLE = "devcluster"
 
 
 def _setns(fd: int) -> None:
@@ -68,6 +77,27 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
 Address = tuple[str, int]
 
 
+def original_destination(connection: socket.socket) -> Address:
+    """Where the client of an accepted connection connected to, before a `redirect` rule
+    sent it to our listener (a `struct sockaddr_in`)."""
+    raw = connection.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    port, address = struct.unpack("!2xH4s8x", raw)
+    return socket.inet_ntoa(address), port
+
+
+def redirect_rules(service_cidr: str, port: int, own: list[Address]) -> str:
+    """nftables rules that send every TCP connection to `service_cidr` to 127.0.0.1:`port`,
+    but those to `own` addresses (relayed by listeners of their own)."""
+    kept = "".join(f"    ip daddr {ip} tcp dport {p} return\n" for ip, p in own)
+    return (f"table ip {NFT_TABLE} {{\n"
+            "  chain services {\n"
+            "    type nat hook output priority -100; policy accept;\n"
+            f"{kept}"
+            f"    ip daddr {service_cidr} meta l4proto tcp redirect to :{port}\n"
+            "  }\n"
+            "}\n")
+
+
 @dataclass
 class Relay:
     """Accepts on `listener`, connects to `target` in namespace `target_fd` (None: ours).
@@ -90,7 +120,7 @@ class Relay:
 
     def _serve(self, client: socket.socket) -> None:
         try:
-            upstream = self._connect()
+            upstream = self._connect(self._target(client))
         except OSError:
             client.close()  # nothing listens there (yet): the caller sees a reset
             return
@@ -101,18 +131,37 @@ class Relay:
         client.close()
         upstream.close()
 
-    def _connect(self) -> socket.socket:
-        target = self.target() if callable(self.target) else self.target
+    def _target(self, client: socket.socket) -> Address | None:  # noqa: ARG002 (ServiceRelay's)
+        """Where the accepted connection `client` goes."""
+        return self.target() if callable(self.target) else self.target
+
+    def _connect(self, target: Address | None) -> socket.socket:
         if target is None:
             raise ConnectionRefusedError(f"no endpoint for {self.listener.getsockname()}")
         if self.target_fd is None:
-            return socket.create_connection(target, timeout=5)
+            connection = socket.create_connection(target, timeout=5)
+            connection.settimeout(None)  # the 5 s were for connecting: a watch may stay silent
+            return connection
         with inside(self.target_fd):
             connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         connection.settimeout(5)
         connection.connect(target)
         connection.settimeout(None)
         return connection
+
+
+class ServiceRelay(Relay):
+    """Accepts the connections a `redirect` rule sent to `listener`, and connects each to
+    what `resolve` names for its original destination (a ClusterIP and port), in our
+    namespace."""
+
+    def __init__(self, listener: socket.socket,
+                 resolve: Callable[[Address], Address | None]) -> None:
+        super().__init__(listener, lambda: None, None)
+        self.resolve = resolve
+
+    def _target(self, client: socket.socket) -> Address | None:
+        return self.resolve(original_destination(client))
 
 
 def _listen(address: tuple[str, int], namespace_fd: int | None = None) -> socket.socket:
@@ -140,6 +189,10 @@ class PodNetwork:
     """The `kubernetes` Service's ClusterIP and port, relayed to `api` inside the pod."""
     egress: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     """Addresses inside the pod relayed to addresses of the cluster's namespace."""
+    service_cidr: str | None = None
+    """With `services`: connections to this range go to `services` (ClusterIPs)."""
+    services: Callable[[Address], Address | None] | None = None
+    """Where a connection to a ClusterIP and port goes (services.ClusterServices.endpoint)."""
     pause: subprocess.Popen[bytes] | None = None
     namespace_fd: int = -1
     _listeners: list[socket.socket] = field(default_factory=list)
@@ -155,6 +208,8 @@ class PodNetwork:
         addresses = [ip for ip in (self.pod_ip, self.service and self.service[0]) if ip]
         addresses += sorted({ip for ip, _ in self.egress} - {*addresses, "127.0.0.1"})
         address = "".join(f"ip addr add {ip}/32 dev lo && " for ip in addresses)
+        if self.services is not None and self.service_cidr:  # ClusterIPs are local here
+            address += f"ip route add local {self.service_cidr} dev lo table local && "
         script = (f"ip link set lo up && {address}echo up && exec sleep infinity >/dev/null")
         self.pause = subprocess.Popen(
             ["unshare", "--net", "--", "setpriv", "--pdeathsig=KILL", "--", "sh", "-c", script],
@@ -170,6 +225,29 @@ class PodNetwork:
             self._relay(_listen(self.service, self.namespace_fd), self.api, None)
         for inside_pod, target in self.egress.items():
             self._relay(_listen(inside_pod, self.namespace_fd), target, None)
+        if self.services is not None and self.service_cidr:
+            self._route_services(self.services, self.service_cidr)
+
+    def _route_services(self, services: Callable[[Address], Address | None],
+                        service_cidr: str) -> None:
+        """The Service CIDR's connections, redirected to one relay (services.py). Without
+        nftables the pod still runs, and reaches no Service: said in the runner's log."""
+        listener = _listen(("127.0.0.1", 0), self.namespace_fd)
+        own = [a for a in (self.service, *self.egress) if a is not None]
+        try:
+            result = subprocess.run(
+                ["nsenter", f"--net={self.path}", "--", "nft", "-f", "-"],
+                input=redirect_rules(service_cidr, listener.getsockname()[1], own),
+                capture_output=True, text=True, check=False, timeout=30)
+            failed = result.stderr.strip() if result.returncode else ""
+        except OSError as error:  # no nft
+            failed = str(error)
+        if failed:
+            listener.close()
+            logger.warning("pod %s reaches no Service: nft failed: %s", self.pod_ip, failed)
+            return
+        self._listeners.append(listener)
+        ServiceRelay(listener, services).start()
 
     def expose(self, port: int) -> None:
         """Relay `<podIP>:port` of the cluster's namespace into the pod."""

@@ -16,7 +16,9 @@ directories, fresh `/tmp` and `/run`, the image's files and the pod's volumes bi
 their paths (a missing directory is created at the top level of that root, or in an overlay
 of its nearest existing parent, so the host's files never change).
 The image's files are the host's, so every process may read any host file, whatever its
-user (CAP_DAC_READ_SEARCH; it cannot write them). The ServiceAccount token is a real bound
+user (CAP_DAC_READ_SEARCH; it cannot write them). Its /etc/hosts names the cluster's
+Services, and its network namespace relays their ClusterIPs to ready endpoints, as cluster
+DNS and kube-proxy would (services.py, netns.py). The ServiceAccount token is a real bound
 token from the TokenRequest API, refreshed before it expires, so the process has exactly the
 permissions its RBAC grants. Probes run at most a second apart and their initial delays are
 ten times shorter than declared, so tests do not wait 20 s for a webhook's first probe; the
@@ -48,7 +50,7 @@ from typing import Any
 from devcluster import containers, egress
 from devcluster import images as image_map
 from devcluster.api import Api, ApiError, JsonObject
-from devcluster.controlplane import KUBERNETES_SERVICE
+from devcluster.controlplane import KUBERNETES_SERVICE, SERVICE_CIDR
 from devcluster.netns import PodNetwork
 from devcluster.podlogs import CriLog, logs_object
 from devcluster.pods import (
@@ -60,6 +62,7 @@ from devcluster.pods import (
     launch,
     pod_conditions,
 )
+from devcluster.services import ClusterServices
 
 logger = logging.getLogger("devcluster.runner")
 
@@ -76,6 +79,8 @@ MAX_GRACE_SECONDS = 10.0
 BACKOFF_SECONDS = (1.0, 30.0)  # a kubelet's are 10 s and 5 min: scaled down, as probes are
 BACKOFF_RESET_SECONDS = 60.0  # a run this long ends a crash loop (a kubelet forgets after 10 min)
 FIELD_MANAGER = "devcluster-runner"
+HOSTS_FILE = "pod-hosts"  # in the cluster's directory: every container's /etc/hosts
+SERVICES_PERIOD = 1.0  # seconds between two looks at the Services (names and ClusterIPs)
 
 
 def now() -> str:
@@ -282,13 +287,14 @@ def host_paths(launch_: Launch) -> list[Path]:
     return [path for path in dict.fromkeys(needed) if _fresh(path) and path.exists()]
 
 
-def mount_script(launch_: Launch, volumes: Path) -> str:
+def mount_script(launch_: Launch, volumes: Path, hosts: Path | None = None) -> str:
     """Shell that builds the container's root in the private mount namespace, then runs the
     process in it as its user.
 
     The root is a tmpfs holding the host's top-level directories (bound, with whatever is
-    mounted below them), a fresh /tmp and /run, the host paths the command needs
-    (host_paths: bound back at their own paths), the image's files and the pod's volumes.
+    mounted below them), a fresh /tmp and /run, `hosts` (the cluster's Services) at
+    /etc/hosts, read-only, the host paths the command needs (host_paths: bound back at their
+    own paths), the image's files and the pod's volumes.
     A directory a mount needs is made at the top level of that root, or in an overlay of its
     nearest existing parent, so the host's files never change.
     """
@@ -308,6 +314,9 @@ def mount_script(launch_: Launch, volumes: Path) -> str:
     except KeyError:  # as CRI-O does, the user gets an entry (Python's getpass needs one)
         user = f"{launch_.uid}:x:{launch_.uid}:{launch_.gid}::/:/sbin/nologin"
         lines += [*_overlay(Path("/etc"), overlaid), f"echo {user} >> {ROOT}/etc/passwd"]
+    if hosts is not None:
+        lines += [f"mount --bind {shlex.quote(str(hosts))} {ROOT}/etc/hosts",
+                  f"mount -o remount,bind,ro {ROOT}/etc/hosts"]
     for source, path, read_only in [
             *((str(host), str(host), True) for host in host_paths(launch_)),
             *((host, path, True) for host, path in launch_.image_files),
@@ -414,7 +423,8 @@ class PodSupervisor(threading.Thread):
         self.directory = runner.state_dir / "pods" / pod_dir
         self.volumes = Volumes(runner.api, pod, self.directory / "volumes")
         self.network = PodNetwork(pod["status"]["podIP"], (runner.api_host, runner.api_port),
-                                  KUBERNETES_SERVICE, egress.load(runner.state_dir))
+                                  KUBERNETES_SERVICE, egress.load(runner.state_dir),
+                                  SERVICE_CIDR, runner.services.endpoint)
         self._exposed: set[int] = set()
         self.init_containers = [Container(c, init=True)
                                 for c in pod["spec"].get("initContainers") or []]
@@ -532,7 +542,8 @@ class PodSupervisor(threading.Thread):
             argv = (self._podman_run(container, spec) if spec.runtime == "podman" else
                     ["nsenter", f"--net={self.network.path}", "--", "unshare", "--mount",
                      "--propagation", "private", "--", "sh", "-c",
-                     mount_script(spec, self.volumes.root), "sh", *spec.argv])
+                     mount_script(spec, self.volumes.root, self.runner.services.hosts), "sh",
+                     *spec.argv])
         except LaunchError as error:
             logger.info("pod %s: %s cannot start: %s", self.key, container.spec["name"], error)
             container.waiting(error.reason, error.message)
@@ -768,6 +779,7 @@ class PodRunner:
         self.api_port = api_port
         self._pods: dict[str, PodSupervisor] = {}
         self._lock = threading.Lock()
+        self.services = ClusterServices(api, state_dir / HOSTS_FILE)
 
     def image(self, name: str) -> ImageEntry | None:
         """How image `name` runs here, from the image map as it is now (images.add)."""
@@ -778,6 +790,9 @@ class PodRunner:
             return image_map.find(self._images[1], name)
 
     def run(self, stop: threading.Event) -> None:
+        self.services.sync()  # the first containers' /etc/hosts already names the Services
+        threading.Thread(target=self.services.run, args=(stop, SERVICES_PERIOD), daemon=True,
+                         name="services").start()
         version = ""
         while not stop.is_set():
             try:

@@ -1,28 +1,39 @@
-"""Cluster DNS and kube-proxy for OLM's network namespace: Services by name and ClusterIP.
+"""Cluster DNS and kube-proxy: Services by name and ClusterIP, for pods and OLM's processes.
 
-The catalog operator reaches the registry pod of an image-based CatalogSource at the address
-it writes into the CatalogSource's status, `<service>.<namespace>.svc:50051`: a name that
-cluster DNS resolves to the Service's ClusterIP, where kube-proxy sends each connection to
-one of the Service's ready endpoints. The simulated cluster has neither. For OLM's processes
-(olm.py) this module stands in for both, from the Services and EndpointSlices the API server
-holds:
+A client in a pod reaches a Service at `<service>.<namespace>.svc[.cluster.local]:<port>`: a
+name that cluster DNS resolves to the Service's ClusterIP, where kube-proxy sends each
+connection to one of the Service's ready endpoints. The simulated cluster has neither. This
+module stands in for both, from the Services and EndpointSlices the API server holds:
 
 - names: a hosts file listing every Service's ClusterIP under `<name>.<namespace>.svc` and
-  `<name>.<namespace>.svc.cluster.local`, bind-mounted at /etc/hosts in OLM's private mount
-  namespace only (the host's /etc/hosts is untouched). It is rewritten in place (a bind
-  mount keeps its inode) when Services change; Go's resolver reads it again on change.
-- addresses: each ClusterIP and port is relayed inside OLM's network namespace (netns.py
-  `forward`) to a ready endpoint of the Service, looked up at each connection, in the
-  cluster's namespace, where the pod runner relays the pod's address into the pod. Unlike
-  kube-proxy's rules, a relay is a listener: a Service port that OLM's own processes bind
-  on every address (8080, their health port) cannot be relayed, and is logged once.
+  `<name>.<namespace>.svc.cluster.local`, bind-mounted at /etc/hosts in a private mount
+  namespace only (the host's /etc/hosts is untouched): every container the pod runner starts
+  (runner.py; not podman's, which writes its own) and OLM's processes (olm.py). It is
+  rewritten in place (a bind mount keeps its inode) when Services change; Go's resolver reads
+  it again on change. Only these full names: a pod's DNS search path (`<name>`,
+  `<name>.<namespace>`) is not simulated.
+- addresses, in pods (`ClusterServices`, netns.py `PodNetwork.services`): the pod's network
+  namespace routes the whole Service CIDR to its `lo` and redirects every TCP connection to a
+  ClusterIP (nftables, as kube-proxy's own rules do) to one relay of the runner's, which reads
+  the connection's original destination and connects to a ready endpoint of the Service that
+  owns that ClusterIP and port now, looked up at each connection, in the cluster's namespace,
+  where the runner relays the endpoint's pod address into that pod. No socket is bound on a
+  ClusterIP inside the pod, so a process binding a port on every address never collides with
+  a Service's port.
+- addresses, in OLM's namespace (`Services`): each ClusterIP and port is relayed by a listener
+  (netns.py `forward`) to a ready endpoint of the Service. A Service port that OLM's own
+  processes bind on every address (8080, their health port) cannot be relayed that way, and
+  is logged once.
 
-Only OLM's namespace gets these; pods still reach only the API server (and declared egress).
+Only TCP. A connection to a ClusterIP and port with no Service or no ready endpoint behind
+it is accepted and closed at once (kube-proxy would reject it); headless and ExternalName
+Services get no entry.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +56,29 @@ def hosts_file(services: list[JsonObject]) -> str:
             name = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
             lines.append(f"{ip} {name} {name}.cluster.local\n")
     return "".join(lines)
+
+
+def write_in_place(hosts: Path, text: str) -> None:
+    """Rewrite `hosts` if its text changed, in place: a bind mount of it keeps its inode."""
+    if hosts.read_text() != text:
+        with hosts.open("r+") as opened:
+            opened.write(text)
+            opened.truncate()
+
+
+def service_ports(services: list[JsonObject]) -> dict[Address, tuple[str, str, str]]:
+    """Each TCP ClusterIP and port: (namespace, Service name, port name)."""
+    ports = {}
+    for service in services:
+        ip = cluster_ip(service)
+        if not ip:
+            continue
+        meta = service["metadata"]
+        for port in (service.get("spec") or {}).get("ports") or []:
+            if port.get("protocol", "TCP") == "TCP":
+                ports[ip, int(port["port"])] = (meta["namespace"], meta["name"],
+                                                port.get("name", ""))
+    return ports
 
 
 def cluster_ip(service: JsonObject) -> str:
@@ -81,11 +115,7 @@ class Services:
         except (ApiError, OSError) as error:
             logger.warning("listing Services failed: %s", error)
             return
-        wanted = hosts_file(services)
-        if self.hosts.read_text() != wanted:
-            with self.hosts.open("r+") as hosts:  # in place: the bind mount keeps the inode
-                hosts.write(wanted)
-                hosts.truncate()
+        write_in_place(self.hosts, hosts_file(services))
         for service in services:
             ip = cluster_ip(service)
             for port in (service.get("spec") or {}).get("ports") or []:
@@ -103,12 +133,60 @@ class Services:
 
     def _resolver(self, namespace: str, name: str, port_name: str,
                   ) -> Callable[[], Address | None]:
-        def endpoint() -> Address | None:
-            try:
-                slices = self.api.request(
-                    "GET", SLICES.format(namespace=namespace),
-                    {"labelSelector": f"kubernetes.io/service-name={name}"})
-            except (ApiError, OSError):
-                return None
-            return ready_endpoint(slices.get("items") or [], port_name)
-        return endpoint
+        return lambda: service_endpoint(self.api, namespace, name, port_name)
+
+
+def service_endpoint(api: Api, namespace: str, name: str, port_name: str) -> Address | None:
+    """A ready endpoint of the Service's port `port_name`, as the API server holds it now."""
+    try:
+        slices = api.request("GET", SLICES.format(namespace=namespace),
+                             {"labelSelector": f"kubernetes.io/service-name={name}"})
+    except (ApiError, OSError):
+        return None
+    return ready_endpoint(slices.get("items") or [], port_name)
+
+
+class ClusterServices:
+    """The pods' cluster DNS and kube-proxy (runner.py): the hosts file every container mounts
+    at /etc/hosts (`hosts`), kept up to date by `run`, and `endpoint`: where a connection to
+    a ClusterIP and port goes."""
+
+    def __init__(self, api: Api, hosts: Path) -> None:
+        self.api = api
+        self.hosts = hosts
+        self._ports: dict[Address, tuple[str, str, str]] = {}
+        self._lock = threading.Lock()
+        hosts.write_text(HOSTS_HEADER)
+
+    def sync(self) -> None:
+        """Read the Services: the hosts file and the table of ClusterIPs and ports."""
+        try:
+            services = self.api.request("GET", "/api/v1/services").get("items") or []
+        except (ApiError, OSError) as error:
+            logger.warning("listing Services failed: %s", error)
+            return
+        with self._lock:
+            write_in_place(self.hosts, hosts_file(services))
+            self._ports = service_ports(services)
+
+    def run(self, stop: threading.Event, period: float = 1.0) -> None:
+        """`sync` every `period` seconds until `stop`."""
+        while True:
+            self.sync()
+            if stop.wait(period):
+                return
+
+    def endpoint(self, address: Address) -> Address | None:
+        """A ready endpoint of the Service that owns ClusterIP and port `address` (None: no
+        such Service, or no ready endpoint). A Service newer than the last `sync` is found by
+        reading the Services again, once."""
+        with self._lock:
+            owner = self._ports.get(address)
+        if owner is None:
+            self.sync()
+            with self._lock:
+                owner = self._ports.get(address)
+        if owner is None:
+            logger.info("no Service at %s:%d", *address)
+            return None
+        return service_endpoint(self.api, *owner)
