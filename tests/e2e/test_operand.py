@@ -76,11 +76,17 @@ def operand(cluster: Cluster, operator: OperatorProcess | None) -> Iterator[None
     try:
         yield
     finally:
+        # external-secrets v1.x puts a finalizer on every ExternalSecret that only its
+        # running controller removes; a scenario may have uninstalled it already. These are
+        # the test's own objects: release them, then their namespaces can go.
+        for namespace in (TEAM, SOURCE):
+            with oc.project(namespace):
+                for found in oc.selector("externalsecrets.external-secrets.io").objects():
+                    found.patch({"metadata": {"finalizers": None}}, strategy="merge")
+            oc.invoke("delete", ["namespace", namespace, "--wait=false"])
         oc.selector(ESC).delete(ignore_not_found=True)
         result = uninstall_command(cluster, "--yes", f"--namespace={NAMESPACE}")
         print(result.stdout, result.stderr)
-        for namespace in (TEAM, SOURCE):
-            oc.invoke("delete", ["namespace", namespace, "--wait=false"])
 
 
 def test_default_install_becomes_ready_with_every_deployment_available(
