@@ -548,8 +548,10 @@ class Reconciler:
 
     # --- status -------------------------------------------------------------------------
 
-    def _feature_note(self) -> str | None:
-        return self._monitoring.note if self._monitoring is not None else None
+    def _feature_note(self, config: EffectiveConfig | None = None) -> str | None:
+        """The OperandMonitoring note: the operator's side and, with `config` (the pass's,
+        cluster facts included), whether anything scrapes the operand's namespace."""
+        return self._monitoring.note_for(config) if self._monitoring is not None else None
 
     async def _write_esc_status(self, esc: JsonObject, outcome: Outcome,
                                 fields: Mapping[str, object]) -> None:
@@ -579,7 +581,7 @@ class Reconciler:
         global_problem = (outcome.message if outcome.kind is OutcomeKind.DEGRADED
                           and outcome.reason == "InvalidGlobalConfig" else None)
         states = [esc_state, esm_status.manager_state(esm, global_problem, config,
-                                                      self._feature_note()),
+                                                      self._feature_note(config)),
                   esm_status.annotator_state(esm, annotator, config)]
         await self._patch_esm_status(esm, states)
 

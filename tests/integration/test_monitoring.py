@@ -2,7 +2,8 @@
 after the operator started, and the ServiceMonitors and the PrometheusRules (the operand's,
 and the operator's own in its namespace) appear without a restart; removing the feature from
 the ExternalSecretsManager prunes them. Until the CRDs are there, the ESM's status says the
-feature has no effect."""
+feature has no effect; on OpenShift it also says which namespace nothing scrapes (neither
+labelled for platform monitoring nor under user-workload monitoring, which is off)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ from tests.integration.conftest import (
     OPERATOR_NAMESPACE,
     SCENARIO_NAMESPACES,
     EscHandle,
+    OperatorThread,
     StartOperator,
     esm_conditions,
     eventually,
     in_operator_namespace,
+    install_openshift_config,
+    remove_openshift_config,
     wait_condition,
 )
 
@@ -173,7 +177,9 @@ async def test_the_operators_own_monitoring_and_a_feature_without_effect_in_stat
     assert "app.kubernetes.io/managed-by" not in monitor["metadata"]["labels"]  # not operand
     rule = await kube.request("GET", OPERATOR_OBJECTS[1])
     assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == [
-        "ExternalSecretsOperatorPassesFailing"]
+        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown"]
+    # No operator Deployment here (the operator runs in this process): no owner to follow.
+    assert "ownerReferences" not in rule["metadata"]
 
     # Steady: a pass that finds them as they should be writes nothing.
     await operator.wait_idle()
@@ -202,6 +208,93 @@ async def test_the_operators_own_monitoring_and_a_feature_without_effect_in_stat
             assert await kube.get(path) is None, path
 
     await eventually(deleted, timeout=20)
+
+
+CLUSTER_MONITORING_CONFIG = ("/api/v1/namespaces/openshift-monitoring/configmaps/"
+                             "cluster-monitoring-config")
+
+
+async def poke(kube: Kube, operator: OperatorThread, value: str) -> None:
+    """A pass (what it reads here, the cluster monitoring config, starts none by itself)."""
+    before = operator.passes
+    await kube.merge_patch(ESM_PATH, {"metadata": {"labels": {"poke": value}}},
+                           field_manager="integration-tests")
+    await operator.wait_woken(before, "ExternalSecretsManager")
+
+
+async def label_for_platform(kube: Kube, namespace: str, value: str | None) -> None:
+    await kube.merge_patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": {
+        "openshift.io/cluster-monitoring": value}}}, field_manager="integration-tests")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def openshift_monitoring(kube: Kube, crd_dir: Path) -> AsyncIterator[None]:
+    """OpenShift as far as the note needs it: its config API served, the monitoring CRDs,
+    the namespace openshift-monitoring without a cluster monitoring config (the default)."""
+    await install_crds(kube, load_crds(crd_dir / "prometheus-operator"),
+                       field_manager="prometheus-operator")
+    await install_openshift_config(kube, crd_dir)
+    await kube.apply("/api/v1/namespaces/openshift-monitoring", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-monitoring"}},
+        field_manager="integration-tests")
+    yield
+    await set_feature(kube, False)
+    await kube.delete(CLUSTER_MONITORING_CONFIG)
+    for namespace in (NAMESPACE, OPERATOR_NAMESPACE):
+        await label_for_platform(kube, namespace, None)
+    await remove_openshift_config(kube, crd_dir)  # plain Kubernetes for the other tests
+    await remove_monitoring_crds(kube)
+
+
+@pytest.mark.usefixtures("user_objects", "openshift_monitoring")
+async def test_the_esm_says_which_namespace_nothing_scrapes_on_openshift(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """User-workload monitoring is off by default: the objects the feature made are read by
+    nobody until a namespace is labelled for platform monitoring or it is enabled."""
+    await in_operator_namespace(kube, monkeypatch)
+    await label_for_platform(kube, NAMESPACE, None)
+    operator = await start_operator()
+    await set_feature(kube, True)
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}})
+    await wait_condition(esc, "Ready", "True", timeout=60)
+
+    async def says(*unscraped: str) -> dict[str, str]:
+        """The Ready line of the ESM's entry names them (the Event has the whole note)."""
+        entry = await manager_entry(kube)
+        assert entry["status"] == "True", entry  # nothing is broken
+        assert entry["reason"] == "FeatureWithoutEffect", entry
+        where = ", ".join(unscraped)
+        assert entry["message"].startswith(
+            "feature OperandMonitoring: nothing scrapes "
+            f"namespace{'s' if len(unscraped) > 1 else ''} {where}: "), entry
+        return entry
+
+    both = (f"{NAMESPACE} (operand)", f"{OPERATOR_NAMESPACE} (operator)")
+    await eventually(lambda: says(*both), timeout=20)
+    events = await kube.list("/api/v1/namespaces/default/events",
+                             field_selector="involvedObject.kind=ExternalSecretsManager")
+    assert any("enableUserWorkload: true in config.yaml of ConfigMap "
+               "openshift-monitoring/cluster-monitoring-config" in event.get("message", "")
+               for event in events.get("items") or []), "the whole note, in an Event"
+
+    # The operand namespace under platform monitoring: only the operator's is left.
+    await label_for_platform(kube, NAMESPACE, "true")
+    await poke(kube, operator, "1")
+    await eventually(lambda: says(f"{OPERATOR_NAMESPACE} (operator)"), timeout=20)
+
+    # User-workload monitoring on: every namespace is scraped, the note goes.
+    await kube.apply(CLUSTER_MONITORING_CONFIG, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cluster-monitoring-config", "namespace": "openshift-monitoring"},
+        "data": {"config.yaml": "enableUserWorkload: true\n"}},
+        field_manager="integration-tests")
+    await poke(kube, operator, "2")
+
+    async def observed() -> None:
+        assert (await manager_entry(kube))["reason"] == "Observed"
+
+    await eventually(observed, timeout=20)
 
 
 @pytest.mark.parametrize("platform", [False, True], ids=["user-workload", "platform"])

@@ -1,13 +1,15 @@
 """The OperandMonitoring feature: what it renders, and when (manager/render/components.py,
-manager/render/alerts.py)."""
+manager/render/alerts.py); the operator's own monitoring objects, and what the ESM says when
+nothing scrapes them (manager/controllers/operator_monitoring.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.apply.discovery import Resource
 from manager.config import (
     OPERAND_MONITORING,
     EffectiveConfig,
@@ -15,6 +17,10 @@ from manager.config import (
     effective_config,
     unknown_features,
 )
+from manager.constants import OPERATOR_DEPLOYMENT
+from manager.controllers import esm_status, operator_monitoring, summary
+from manager.controllers.operator_monitoring import MonitoringReport
+from manager.kube import ApiError, JsonObject
 from manager.render import render_operand
 from tests.unit.test_promtool import CERT_MANAGER_SPEC
 
@@ -110,3 +116,234 @@ def test_metrics_ports_admit_the_prometheus_that_scrapes_the_namespace(
     for name, peers in scraper_peers(cfg).items():
         assert peers == [{"namespaceSelector": {"matchLabels": {
             "kubernetes.io/metadata.name": scraper}}}], name
+
+
+# --- the operator's own rules ---------------------------------------------------------------
+
+def test_the_operators_rule_has_its_alerts_and_follows_its_deployment() -> None:
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": OPERATOR_DEPLOYMENT,
+             "uid": "u-1"}
+    monitor, rule = operator_monitoring.desired("ops", owner)
+    assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == [
+        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown"]
+    down = rule["spec"]["groups"][0]["rules"][1]
+    assert 'namespace="ops"' in down["expr"]
+    assert down["labels"]["namespace"] == "ops"
+    # Uninstalling the operator (OLM deletes its Deployment) takes both along: a rule left
+    # behind would report the operator down for ever.
+    assert monitor["metadata"]["ownerReferences"] == rule["metadata"]["ownerReferences"] == [owner]
+    assert all("ownerReferences" not in obj["metadata"]
+               for obj in operator_monitoring.desired("ops"))
+
+
+# --- whether anything scrapes: the ESM's note (manager/controllers/operator_monitoring.py) ---
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (None, (False, "")),  # no ConfigMap: the cluster monitoring operator's defaults
+    ({}, (False, "")),
+    ({"config.yaml": ""}, (False, "")),
+    ({"config.yaml": "prometheusK8s:\n  retention: 1d\n"}, (False, "")),
+    ({"config.yaml": "enableUserWorkload: false\n"}, (False, "")),
+    ({"config.yaml": "enableUserWorkload: true\n"}, (True, "")),
+    ({"config.yaml": "enableUserWorkload: 'true'\n"}, (False, "")),  # not a bool: CMO refuses
+    ({"config.yaml": "enableUserWorkload: [\n"},
+     (None, "config.yaml of ConfigMap openshift-monitoring/cluster-monitoring-config is not "
+            "valid YAML")),
+    ({"config.yaml": "- a\n"},
+     (None, "config.yaml of ConfigMap openshift-monitoring/cluster-monitoring-config is not "
+            "a mapping")),
+])
+def test_user_workload_monitoring_is_read_from_the_cluster_monitoring_config(
+        data: dict[str, str] | None, expected: tuple[bool | None, str]) -> None:
+    configmap = None if data is None else {"data": data}
+    assert operator_monitoring.user_workload_enabled(configmap) == expected
+
+
+def scraped_config(platform: bool, *, enabled: bool = True) -> EffectiveConfig:
+    cfg = config({"controllerConfig": {"namespace": "eso"}}, "true" if enabled else None,
+                 served=True)
+    return cfg.model_copy(update={"monitoring": cfg.monitoring.model_copy(
+        update={"platform_scraped": platform})})
+
+
+def report(user_workload: bool | None, operator_labelled: bool = False,
+           foreign: tuple[str, ...] = (), unknown: str = "") -> MonitoringReport:
+    scrapers = operator_monitoring.Scrapers(user_workload, unknown, operator_labelled)
+    return MonitoringReport(True, True, foreign, scrapers, "ops")
+
+
+def test_the_note_says_when_nothing_scrapes_either_namespace_and_what_to_do() -> None:
+    note = report(False).note_for(scraped_config(False))
+    assert note == (
+        "feature OperandMonitoring: nothing scrapes namespaces eso (operand), ops (operator): "
+        "OpenShift's user-workload monitoring is off and neither is labelled "
+        "openshift.io/cluster-monitoring=true, so their ServiceMonitors are not scraped nor "
+        "their PrometheusRules evaluated (no metrics, no alerts); set enableUserWorkload: true "
+        "in config.yaml of ConfigMap openshift-monitoring/cluster-monitoring-config, or label "
+        "the namespaces openshift.io/cluster-monitoring=true (platform monitoring)")
+    # On the ESM: the Ready line leads with the namespaces (and fits), the Event has it whole.
+    esm = {"metadata": {"name": "cluster", "generation": 1}, "spec": {}}
+    state = esm_status.manager_state(esm, None, scraped_config(False), note)
+    ready = state.conditions[0]
+    assert (ready.status, ready.reason) == ("True", "FeatureWithoutEffect")
+    line = state.line(ready.message)
+    assert line.startswith("feature OperandMonitoring: nothing scrapes namespaces eso "
+                           "(operand), ops (operator): ")
+    assert len(line) <= summary.LIMIT
+    [event] = esm_status.esm_events(esm, [state])
+    assert note in event.note
+
+
+@pytest.mark.parametrize(("operand_labelled", "operator_labelled", "unscraped"), [
+    (True, False, ("ops (operator)",)),
+    (False, True, ("eso (operand)",)),
+    (True, True, ()),
+])
+def test_a_namespace_labelled_for_platform_monitoring_is_scraped(
+        operand_labelled: bool, operator_labelled: bool, unscraped: tuple[str, ...]) -> None:
+    scrape = report(False, operator_labelled)
+    assert scrape.unscraped(scraped_config(operand_labelled)) == unscraped
+    note = scrape.note_for(scraped_config(operand_labelled))
+    if not unscraped:
+        assert note is None
+    else:
+        assert note is not None
+        assert note.startswith(f"feature OperandMonitoring: nothing scrapes namespace "
+                               f"{unscraped[0]}: ")
+        assert note.endswith("or label the namespace openshift.io/cluster-monitoring=true "
+                             "(platform monitoring)")
+
+
+def test_no_note_where_user_workload_monitoring_is_on_or_the_cluster_is_not_openshift() -> None:
+    assert report(True).note_for(scraped_config(False)) is None
+    elsewhere = MonitoringReport(True, True, (), None, "ops")  # not OpenShift
+    assert elsewhere.note_for(scraped_config(False)) is None
+    off = MonitoringReport(False, True)
+    assert off.note_for(scraped_config(False, enabled=False)) is None
+
+
+def test_without_the_operand_the_note_speaks_of_the_operators_namespace_only() -> None:
+    """No ExternalSecretsConfig (or the note read without the pass's config)."""
+    note = report(False).note
+    assert note is not None
+    assert note.startswith("feature OperandMonitoring: nothing scrapes namespace ops (operator): ")
+    assert "eso" not in note
+
+
+def test_an_unreadable_cluster_monitoring_config_is_said_as_unknown() -> None:
+    note = report(None, unknown="the operator may not read ConfigMap "
+                  "openshift-monitoring/cluster-monitoring-config").note_for(
+        scraped_config(False))
+    assert note == (
+        "feature OperandMonitoring: maybe nothing scrapes namespaces eso (operand), ops "
+        "(operator): neither is labelled openshift.io/cluster-monitoring=true, and whether "
+        "OpenShift's user-workload monitoring is on cannot be read (the operator may not read "
+        "ConfigMap openshift-monitoring/cluster-monitoring-config); if it is off, their "
+        "ServiceMonitors are not scraped nor their PrometheusRules evaluated (no metrics, no "
+        "alerts): set enableUserWorkload: true in config.yaml of ConfigMap "
+        "openshift-monitoring/cluster-monitoring-config, or label the namespaces "
+        "openshift.io/cluster-monitoring=true (platform monitoring)")
+
+
+def test_the_scrape_note_and_foreign_objects_are_both_said() -> None:
+    note = report(False, foreign=("ServiceMonitor ops/x exists and is managed by someone",)
+                  ).note_for(scraped_config(True))
+    assert note is not None
+    assert note.startswith("feature OperandMonitoring: nothing scrapes namespace ops (operator): ")
+    assert note.endswith("(platform monitoring); ServiceMonitor ops/x exists and is managed by "
+                         "someone (not the operator's: left as they are; delete them to have "
+                         "the operator apply its own)")
+
+
+# --- the reads behind it --------------------------------------------------------------------
+
+class FakeApi:
+    """The API as OperatorMonitoring reads it: objects by path, and which kinds are served."""
+
+    def __init__(self, objects: dict[str, JsonObject], *, openshift: bool = True,
+                 forbidden: frozenset[str] = frozenset()):
+        self.objects = objects
+        self.openshift = openshift
+        self.forbidden = forbidden
+        self.requests: list[tuple[str, str]] = []
+
+    async def resolve(self, api_version: str, kind: str) -> Resource | None:
+        if api_version == "config.openshift.io/v1":
+            return Resource(api_version, kind, "apiservers", False) if self.openshift else None
+        plural = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
+        return Resource(api_version, kind, plural[kind], True)
+
+    async def require(self, api_version: str, kind: str) -> Resource:
+        resource = await self.resolve(api_version, kind)
+        assert resource is not None
+        return resource
+
+    async def get(self, path: str, *, accept: str = "application/json") -> JsonObject | None:
+        del accept  # metadata or whole: the fake has the whole
+        self.requests.append(("get", path))
+        if path in self.forbidden:
+            raise ApiError(403, "Forbidden", "no", "GET", path)
+        return self.objects.get(path)
+
+    async def apply(self, path: str, body: JsonObject, *, field_manager: str) -> JsonObject:
+        assert field_manager == "external-secrets-operator"
+        self.requests.append(("apply", path))
+        self.objects[path] = body
+        return body
+
+
+CONFIG_PATH = operator_monitoring.CLUSTER_MONITORING_CONFIG_PATH
+OWN_NAMESPACE = "/api/v1/namespaces/ops"
+OWN_DEPLOYMENT = f"/apis/apps/v1/namespaces/ops/deployments/{OPERATOR_DEPLOYMENT}"
+
+
+async def reconciled(api: FakeApi) -> MonitoringReport:
+    monitoring = operator_monitoring.OperatorMonitoring(cast(Any, api), cast(Any, api), "ops")
+    return await monitoring.reconcile(True)
+
+
+@pytest.mark.parametrize(("objects", "scrapers"), [
+    ({}, operator_monitoring.Scrapers(False, "", False)),
+    ({CONFIG_PATH: {"data": {"config.yaml": "enableUserWorkload: true"}}},
+     operator_monitoring.Scrapers(True, "", False)),
+    ({OWN_NAMESPACE: {"metadata": {"labels": {"openshift.io/cluster-monitoring": "true"}}}},
+     operator_monitoring.Scrapers(False, "", True)),
+])
+async def test_on_openshift_each_pass_reads_the_config_and_the_namespace_label(
+        objects: dict[str, JsonObject], scrapers: operator_monitoring.Scrapers) -> None:
+    api = FakeApi(objects)
+    result = await reconciled(api)
+    assert result.scrapers == scrapers
+    reads = [path for verb, path in api.requests
+             if verb == "get" and path in (CONFIG_PATH, OWN_NAMESPACE)]
+    # The namespace's label matters only while user-workload monitoring is not on.
+    assert reads == ([CONFIG_PATH] if scrapers.user_workload else [CONFIG_PATH, OWN_NAMESPACE])
+
+
+async def test_elsewhere_nothing_more_is_read_and_nothing_is_said() -> None:
+    api = FakeApi({}, openshift=False)
+    result = await reconciled(api)
+    assert result.scrapers is None
+    assert ("get", CONFIG_PATH) not in api.requests
+    assert ("get", OWN_NAMESPACE) not in api.requests
+
+
+async def test_a_forbidden_read_of_the_config_is_unknown_not_an_error() -> None:
+    api = FakeApi({}, forbidden=frozenset({CONFIG_PATH}))
+    result = await reconciled(api)
+    assert result.scrapers == operator_monitoring.Scrapers(
+        None, "the operator may not read ConfigMap openshift-monitoring/cluster-monitoring-config",
+        False)
+
+
+async def test_the_objects_are_owned_by_the_operators_deployment_where_it_exists() -> None:
+    api = FakeApi({OWN_DEPLOYMENT: {"metadata": {"uid": "u-7"}}})
+    monitoring = operator_monitoring.OperatorMonitoring(cast(Any, api), cast(Any, api), "ops")
+    await monitoring.reconcile(True)
+    await monitoring.reconcile(True)
+    applied = [body for path, body in api.objects.items() if "monitoring.coreos.com" in path]
+    assert len(applied) == 2
+    assert all(obj["metadata"]["ownerReferences"] == [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": OPERATOR_DEPLOYMENT,
+         "uid": "u-7"}] for obj in applied)
+    assert api.requests.count(("get", OWN_DEPLOYMENT)) == 1  # read once per process

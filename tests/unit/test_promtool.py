@@ -1,10 +1,11 @@
 """The operand's and the operator's PrometheusRules, checked by the real Prometheus tools:
 `promtool check rules` on the rendered objects and `promtool test rules` on every alert,
 firing and not firing, with series labelled as a plain Prometheus Operator labels them
-(tests/promtool/alerts_test.yaml) and as OpenShift's user-workload monitoring does
-(alerts_test_uwm.yaml, with the namespace matcher that stack adds to every selector). promtool
-is built once from the pinned Prometheus module (hack/build-tool.sh promtool,
-manager/versions.py PROMETHEUS_VERSION)."""
+(tests/promtool/alerts_test.yaml), as OpenShift's user-workload monitoring does
+(alerts_test_uwm.yaml, with the namespace matcher that stack adds to every selector), and as
+it does with the operand namespace exempt from that matcher (alerts_test_uwm_exempt.yaml:
+`namespacesWithoutLabelEnforcement`). promtool is built once from the pinned Prometheus
+module (hack/build-tool.sh promtool, manager/versions.py PROMETHEUS_VERSION)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ import yaml
 from devcluster.cluster import ensure_tool
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
+from manager.leader import LEASE_NAME
 from manager.olm import identity
 from manager.render import render_operand
-from manager.render.alerts import operator_alerts
+from manager.render.alerts import OPERATOR_LEASE, operator_alerts
 
 TESTS = Path(__file__).resolve().parents[1] / "promtool" / "alerts_test.yaml"
 TESTS_UWM = TESTS.with_name("alerts_test_uwm.yaml")
+TESTS_UWM_EXEMPT = TESTS.with_name("alerts_test_uwm_exempt.yaml")
 OPERAND_NAMESPACE = "external-secrets"
 # A metric name and the opening brace of its selector (every selector of our rules has one).
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
@@ -47,7 +50,7 @@ def rendered_rule(esc: dict[str, Any]) -> dict[str, Any]:
 
 
 def operator_groups() -> list[dict[str, Any]]:
-    return [{"name": "external-secrets-operator", "rules": operator_alerts()}]
+    return [{"name": "external-secrets-operator", "rules": operator_alerts(identity.NAMESPACE)}]
 
 
 def enforce_namespace(groups: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
@@ -58,12 +61,15 @@ def enforce_namespace(groups: list[dict[str, Any]], namespace: str) -> list[dict
         for rule in group["rules"]]} for group in groups]
 
 
-def write_rules(directory: Path, *, enforced: bool) -> list[dict[str, Any]]:
-    """rules.yaml and operator-rules.yaml in `directory`; every rule written."""
+def write_rules(directory: Path, *, operand_enforced: bool,
+                operator_enforced: bool) -> list[dict[str, Any]]:
+    """rules.yaml and operator-rules.yaml in `directory`, each with the namespace matcher of
+    user-workload monitoring or without; every rule written."""
     operand = rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"]
     operator = operator_groups()
-    if enforced:
+    if operand_enforced:
         operand = enforce_namespace(operand, OPERAND_NAMESPACE)
+    if operator_enforced:
         operator = enforce_namespace(operator, identity.NAMESPACE)
     (directory / "rules.yaml").write_text(yaml.safe_dump({"groups": operand}))
     (directory / "operator-rules.yaml").write_text(yaml.safe_dump({"groups": operator}))
@@ -93,7 +99,8 @@ def test_check_rules(promtool: Path, tmp_path: Path, esc: dict[str, Any]) -> Non
 
 
 def test_every_alert_has_a_summary_a_runnable_description_and_a_severity() -> None:
-    for alert in rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"][0]["rules"]:
+    operand = rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"][0]["rules"]
+    for alert in operand + operator_groups()[0]["rules"]:
         assert alert["labels"]["severity"] in ("critical", "warning"), alert["alert"]
         assert alert["annotations"]["summary"], alert["alert"]
         assert "Run: " in alert["annotations"]["description"], alert["alert"]
@@ -103,23 +110,30 @@ def test_every_alert_has_a_summary_a_runnable_description_and_a_severity() -> No
 def test_operator_rules_check(promtool: Path, tmp_path: Path) -> None:
     (tmp_path / "operator-rules.yaml").write_text(yaml.safe_dump({"groups": operator_groups()}))
     output = run(promtool, "check", "rules", "operator-rules.yaml", cwd=tmp_path)
-    assert "SUCCESS: 1 rules found" in output
+    assert "SUCCESS: 2 rules found" in output
+
+
+def test_the_operator_alerts_name_the_lease_the_operator_takes() -> None:
+    assert OPERATOR_LEASE == LEASE_NAME
 
 
 def test_the_enforced_namespace_reaches_every_selector() -> None:
     """The emulation of user-workload monitoring itself: no selector escapes it."""
-    [group] = enforce_namespace(rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"], "x")
-    for rule in group["rules"]:
+    groups = rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"] + operator_groups()
+    for rule in (rule for group in enforce_namespace(groups, "x") for rule in group["rules"]):
         selectors = _SELECTOR.findall(rule["expr"])
         assert selectors, rule["alert"]
         assert rule["expr"].count('{namespace="x", ') == len(selectors), rule["expr"]
 
 
-@pytest.mark.parametrize(("tests", "enforced"), [(TESTS, False), (TESTS_UWM, True)],
-                         ids=["prometheus-operator", "user-workload-monitoring"])
+@pytest.mark.parametrize(("tests", "operand_enforced", "operator_enforced"), [
+    (TESTS, False, False), (TESTS_UWM, True, True), (TESTS_UWM_EXEMPT, False, True)],
+    ids=["prometheus-operator", "user-workload-monitoring", "user-workload-monitoring-exempt"])
 def test_rules_unit_tests_cover_every_alert(promtool: Path, tmp_path: Path, tests: Path,
-                                            enforced: bool) -> None:
-    rules = write_rules(tmp_path, enforced=enforced)
+                                            operand_enforced: bool,
+                                            operator_enforced: bool) -> None:
+    rules = write_rules(tmp_path, operand_enforced=operand_enforced,
+                        operator_enforced=operator_enforced)
     shutil.copy(tests, tmp_path / tests.name)
     output = run(promtool, "test", "rules", tests.name, cwd=tmp_path)
     assert "SUCCESS" in output
