@@ -81,6 +81,15 @@ def service_ports(services: list[JsonObject]) -> dict[Address, tuple[str, str, s
     return ports
 
 
+def list_services(api: Api) -> list[JsonObject] | None:
+    """Every Service, or None (logged) when the API server did not answer."""
+    try:
+        return list(api.request("GET", "/api/v1/services").get("items") or [])
+    except (ApiError, OSError) as error:
+        logger.warning("listing Services failed: %s", error)
+        return None
+
+
 def cluster_ip(service: JsonObject) -> str:
     ip = str((service.get("spec") or {}).get("clusterIP") or "")
     return "" if ip == "None" else ip
@@ -110,26 +119,19 @@ class Services:
         hosts.write_text(HOSTS_HEADER)
 
     def sync(self) -> None:
-        try:
-            services = self.api.request("GET", "/api/v1/services").get("items") or []
-        except (ApiError, OSError) as error:
-            logger.warning("listing Services failed: %s", error)
+        services = list_services(self.api)
+        if services is None:
             return
         write_in_place(self.hosts, hosts_file(services))
-        for service in services:
-            ip = cluster_ip(service)
-            for port in (service.get("spec") or {}).get("ports") or []:
-                address = (ip, int(port["port"]))
-                if not ip or port.get("protocol", "TCP") != "TCP" or address in self._forwarded:
-                    continue
-                meta = service["metadata"]
-                self._forwarded.add(address)  # tried once: a failure is logged once
-                try:
-                    self.network.forward(address, self._resolver(
-                        meta["namespace"], meta["name"], port.get("name", "")))
-                except OSError as error:
-                    logger.warning("Service %s/%s: %s:%d cannot be relayed: %s",
-                                   meta["namespace"], meta["name"], *address, error)
+        for address, (namespace, name, port_name) in service_ports(services).items():
+            if address in self._forwarded:
+                continue
+            self._forwarded.add(address)  # tried once: a failure is logged once
+            try:
+                self.network.forward(address, self._resolver(namespace, name, port_name))
+            except OSError as error:
+                logger.warning("Service %s/%s: %s:%d cannot be relayed: %s", namespace, name,
+                               *address, error)
 
     def _resolver(self, namespace: str, name: str, port_name: str,
                   ) -> Callable[[], Address | None]:
@@ -160,10 +162,8 @@ class ClusterServices:
 
     def sync(self) -> None:
         """Read the Services: the hosts file and the table of ClusterIPs and ports."""
-        try:
-            services = self.api.request("GET", "/api/v1/services").get("items") or []
-        except (ApiError, OSError) as error:
-            logger.warning("listing Services failed: %s", error)
+        services = list_services(self.api)
+        if services is None:
             return
         with self._lock:
             write_in_place(self.hosts, hosts_file(services))

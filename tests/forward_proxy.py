@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.processes import stop
+
 # tinyproxy's line for each request at LogLevel Connect, such as
 # `CONNECT   Nov 28 08:08:16.428 [21784]: Request (file descriptor 4): CONNECT 192.0.2.30:443
 # HTTP/1.1` (one line)
@@ -78,12 +80,7 @@ def tinyproxy(directory: Path, connect_ports: tuple[int, ...] = (443,),
         _wait_listening(proxy, process)
         yield proxy
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def _wait_listening(proxy: ForwardProxy, process: subprocess.Popen[bytes],

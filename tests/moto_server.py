@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.private_ca import ServerCertificate, server_certificate
+from tests.processes import stop
 
 REGION = "us-east-1"
 # moto accepts any credentials; these are what the SecretStores and this test present.
@@ -96,12 +97,7 @@ def moto_server(directory: Path, host: str, port: int = 443) -> Iterator[MotoSer
             _wait_serving(server, process)
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 def _wait_serving(server: MotoServer, process: subprocess.Popen[bytes],
