@@ -14,7 +14,8 @@
 #                                           repository); print "<tag> <commit>"
 #   hack/upgrade-test.sh remove DIR         remove that worktree again
 #   hack/upgrade-test.sh venv               print the path of the previous release's virtualenv,
-#                                           created on first use (needs PyPI), then cached
+#                                           created on first use (needs PyPI), then cached; and
+#                                           fetch the CRDs at its pins (Go module proxy)
 #   hack/upgrade-test.sh image              print the reference of the previous release's
 #                                           operator image (podman or docker), built on first
 #                                           use (needs PyPI), then kept in the image store
@@ -124,7 +125,20 @@ venv() {
     mv "$work/venv" "$dir"
     rm -rf "$work"
   fi
+  previous_crds "$commit"
   echo "$dir"
+}
+
+# The CRDs the previous release's own hack/fetch-crds.sh fetches at its pins (its bundle is
+# generated from them in tests/olm): fetched here, where the Go module proxy is reachable,
+# into the shared cache that the tests, in their network namespace, then find.
+previous_crds() {
+  local work
+  work=$(mktemp -d)
+  git_ archive "$1" hack manager/versions.py | tar -x -C "$work"
+  bash "$work/hack/fetch-crds.sh" >/dev/null || { rm -rf "$work"; die "the previous" \
+    "release's hack/fetch-crds.sh failed: its CRDs cannot be fetched"; }
+  rm -rf "$work"
 }
 
 # The previous release's operator image: this tree's recipe (hack/build-image.sh SOURCE=...)
