@@ -1,45 +1,63 @@
-"""What every suite needs about the operand: whether it counts as installed, and removing it.
+"""What every suite needs about the operand: whether it counts as installed, a real TLS
+Secret for bitwarden-sdk-server, and removing the operand.
 
-The simulated cluster has no bitwarden-sdk-server binary (its Go module is not served), so
-with bitwarden on the operand can never be fully available there: the operator then reports
-`Ready=False`, `WaitingForOperand`, `status.awaited` naming exactly that Deployment with its
-pod waiting for `NoLocalBinary`. Suites that switch bitwarden on accept that state, and only
-that state, as "installed" on the simulated cluster; on a real cluster they expect
-`Ready=True`.
+Installed means `Ready=True`, on the simulated cluster as on a real one: every operand
+Deployment runs its real binary there, bitwarden-sdk-server included (built from its
+release tree, docs/development.md "Which operand runs"). bitwarden-sdk-server serves HTTPS
+with the key pair of its TLS Secret and crash-loops on anything else, so a suite that
+switches it on gives it a real one (`bitwarden_tls_secret`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from manager.kube import Kube
 from manager.uninstall import execute_uninstall, plan_uninstall
+from tests.certificates import self_signed_ca, signed_key_pair
 
 ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"
+BITWARDEN_SERVICE = "bitwarden-sdk-server"  # its Deployment, Service and container
+BITWARDEN_TLS_SECRET = "bitwarden-tls"  # the name the suites give it in secretRef
+
 
 def _ready(status: dict[str, Any] | None) -> dict[str, Any]:
     conditions = (status or {}).get("conditions") or []
     return next((dict(c) for c in conditions if c.get("type") == "Ready"), {})
 
 
-def awaits_only_bitwarden(status: dict[str, Any] | None, namespace: str) -> bool:
-    """Not Ready, waiting for nothing but bitwarden-sdk-server's pod (`status.awaited`)."""
-    ready = _ready(status)
-    awaited = (status or {}).get("awaited") or []
-    return (ready.get("status") == "False" and ready.get("reason") == "WaitingForOperand"
-            and [item.get("object") for item in awaited]
-            == [f"Deployment {namespace}/bitwarden-sdk-server"]
-            and "NoLocalBinary" in awaited[0].get("message", ""))
+def counts_as_installed(status: dict[str, Any] | None) -> bool:
+    """Ready=True: the whole operand available, bitwarden-sdk-server too if it is on."""
+    return _ready(status).get("status") == "True"
 
 
-def counts_as_installed(status: dict[str, Any] | None, namespace: str, *,
-                        simulated: bool) -> bool:
-    """Ready=True, or (simulated cluster) waiting for nothing but bitwarden-sdk-server."""
-    if _ready(status).get("status") == "True":
-        return True
-    return simulated and awaits_only_bitwarden(status, namespace)
+def bitwarden_dns_names(namespace: str) -> tuple[str, str]:
+    """The names of bitwarden-sdk-server's Service in `namespace`, as its certificate holds
+    them (the operator renders the second into the Certificate it asks cert-manager for)."""
+    return (f"{BITWARDEN_SERVICE}.{namespace}.svc",
+            f"{BITWARDEN_SERVICE}.{namespace}.svc.cluster.local")
+
+
+def bitwarden_tls_secret(namespace: str, name: str = BITWARDEN_TLS_SECRET, *,
+                         string_data: bool = False) -> dict[str, Any]:
+    """The Secret an administrator makes for bitwarden-sdk-server (secretRef): a new CA and a
+    serving certificate it signed for the Service's DNS names (openssl, tests/certificates.py),
+    as `tls.crt`, `tls.key` and `ca.crt`; base64 in `data`, or PEM text in `stringData`."""
+    with tempfile.TemporaryDirectory(prefix="bitwarden-tls-") as scratch:
+        directory = Path(scratch)
+        ca = base64.b64decode(self_signed_ca(directory, "bitwarden-ca"))
+        cert, key = signed_key_pair(directory, "bitwarden-ca", BITWARDEN_SERVICE,
+                                    bitwarden_dns_names(namespace))
+    values = {"tls.crt": cert, "tls.key": key, "ca.crt": ca}
+    contents = ({"stringData": {k: v.decode() for k, v in values.items()}} if string_data
+                else {"data": {k: base64.b64encode(v).decode() for k, v in values.items()}})
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace}, **contents}
 
 
 async def remove_operand(kube: Kube, timeout: float = 60.0) -> None:

@@ -352,8 +352,6 @@ async def deployments_whole(kube: Kube, namespace: str) -> None:
     for deployment in (await kube.list(f"/apis/apps/v1/namespaces/{namespace}/deployments",
                                        ))["items"]:
         name, status = deployment["metadata"]["name"], deployment.get("status") or {}
-        if name == "bitwarden-sdk-server":  # no binary on the simulated cluster
-            continue
         wanted = deployment["spec"]["replicas"]
         assert status.get("observedGeneration") == deployment["metadata"]["generation"], name
         for key in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas"):

@@ -87,16 +87,14 @@ def wait_esc(status: str = "True", kind: str = "Ready", timeout: float = 90.0,
 
 
 def wait_installed(timeout: float = 120.0) -> dict[str, Any]:
-    """Until the ESC is Ready for its generation, or, on the simulated cluster, waits for
-    nothing but bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
+    """Until the ESC is Ready for its generation (bitwarden-sdk-server too, if it is on:
+    tests/operand.py)."""
     def check() -> dict[str, Any]:
         model = esc_model()
         ready = condition(model, "Ready")
         assert ready is not None, model.get("status")
         assert ready.get("observedGeneration") == model["metadata"]["generation"], ready
-        simulated = not USE_EXISTING_CLUSTER
-        assert counts_as_installed(model.get("status"), OPERAND_NAMESPACE,
-                                   simulated=simulated), model.get("status")
+        assert counts_as_installed(model.get("status")), model.get("status")
         return model
 
     return wait_for(check, "the operand to be installed", timeout)

@@ -25,6 +25,7 @@ from tests.e2e.conftest import (
     wait_for,
     wait_installed,
 )
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 
 DEPLOYMENTS = ("external-secrets", "external-secrets-webhook", "external-secrets-cert-controller")
 SCENARIO_LABEL = "e2e.example.com/scenario"
@@ -122,7 +123,7 @@ def test_settings_from_the_esm_and_the_esc_land(installed: Path) -> None:
 
 def test_bitwarden_on_with_a_secret_ref_and_off_again(installed: Path) -> None:
     bitwarden = {"spec": {"appConfig": {"bitwardenSecretManagerProvider": {
-        "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}}}
+        "enabled": "true", "secretRef": {"name": BITWARDEN_TLS_SECRET}}}}}
     oc.selector(ESC).object().patch(bitwarden, strategy="merge")
     # The TLS Secret is not there yet: not Ready, and the columns say what to fix.
     degraded = wait_esc("True", kind="Degraded", reason="BitwardenSecretNotFound")
@@ -132,13 +133,15 @@ def test_bitwarden_on_with_a_secret_ref_and_off_again(installed: Path) -> None:
     assert "secretRef" in (condition(degraded, "Degraded") or {})["message"]
     assert deployment("bitwarden-sdk-server") is None
 
+    # The administrator makes a CA and a key pair for the Service's names (openssl): the
+    # server serves it, its Deployment is available and the ESC Ready.
     with oc.project(OPERAND_NAMESPACE):
-        oc.create({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "bitwarden-tls"}, "type": "kubernetes.io/tls",
-                   "stringData": {"tls.crt": "", "tls.key": "", "ca.crt": ""}})
+        oc.create({**bitwarden_tls_secret(OPERAND_NAMESPACE, string_data=True),
+                   "type": "kubernetes.io/tls"})
     wait_for(lambda: _assert_not_none(deployment("bitwarden-sdk-server")),
              "the bitwarden-sdk-server Deployment")
     model = wait_installed()
+    rollout("bitwarden-sdk-server")
     assert model["status"].get("bitwardenSDKServerImage")
     assert "bitwarden-sdk-server" in {obj.name() for obj in managed("services")}
 

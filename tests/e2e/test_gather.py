@@ -1,12 +1,13 @@
 """`python -m manager gather` on the simulated cluster: the operator runs as its Deployment
 (the operator image: this source tree), the operand's processes are real, and `kubectl logs`
 serves their output (devcluster/podlogs.py). Sentinel values are planted wherever a secret
-can hide (Secrets, the bitwarden TLS Secret, a proxy URL's password, overrideEnv, the
-operator's own environment, literally and from a Secret, Secret annotations, a Deployment's
-`--token=...` and `--password ...` arguments, a probe's HTTP header, a Vault token, an AWS
-access key ID and a `password=...` in a container's log); the bundle must hold none of them,
-in any member, raw or base64-encoded, and every part it lists. Another operator installed in
-the operator's namespace (a Deployment, its Pod and log, a Secret) must not appear at all."""
+can hide (Secrets, the bitwarden TLS Secret: a real key pair, which bitwarden-sdk-server
+serves; a proxy URL's password, overrideEnv, the operator's own environment, literally and
+from a Secret, Secret annotations, a Deployment's `--token=...` and `--password ...`
+arguments, a probe's HTTP header, a Vault token, an AWS access key ID and a `password=...` in
+a container's log); the bundle must hold none of them, in any member, raw or
+base64-encoded, and every part it lists. Another operator installed in the operator's
+namespace (a Deployment, its Pod and log, a Secret) must not appear at all."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from devcluster.pods import ImageEntry
 from manager.gather import SECURE_METRICS
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
-from tests.operand import counts_as_installed
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret, counts_as_installed
 from tests.waiting import wait_for
 
 OPERATOR_NS = "external-secrets-operator"
@@ -42,7 +43,7 @@ IMAGE = "example.test/external-secrets-operator:gather-test"
 OPERATOR_MANIFESTS = ("namespace", "serviceaccount", "rbac", "metrics-service", "deployment")
 TOKEN = secrets.token_hex(6)
 SENTINELS = {where: f"sentinel{where}{TOKEN}" for where in (
-    "UserSecret", "BitwardenKey", "BitwardenCert", "ProxyPassword", "OverrideEnv",
+    "UserSecret", "ProxyPassword", "OverrideEnv",
     "OperatorEnv", "OperatorSecretEnv", "SecretAnnotation", "OperatorSecretAnnotation",
     "ArgToken", "ArgPassword", "CommandPassword", "ProbeHeader", "LogPassword",
     "OtherSecret", "OtherLog")}
@@ -137,7 +138,7 @@ def esc() -> dict[str, Any]:
                 "proxy": {"httpsProxy": f"http://gather:{SENTINELS['ProxyPassword']}"
                                         "@proxy.invalid:3128"},
                 "bitwardenSecretManagerProvider": {"enabled": "true",
-                                                   "secretRef": {"name": "bitwarden-tls"}}},
+                                                   "secretRef": {"name": BITWARDEN_TLS_SECRET}}},
                 "controllerConfig": {"namespace": OPERAND_NS, "componentConfigs": [
                     {"componentName": "ExternalSecretsCoreController", "overrideEnv": [
                         {"name": "EXTRA_SETTING", "value": SENTINELS["OverrideEnv"]}]}]}}}
@@ -149,7 +150,24 @@ def apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: Cluster) -> Iterator[None]:
+def bitwarden_tls() -> dict[str, Any]:
+    """bitwarden-sdk-server's TLS Secret: a real key pair (the server serves it and the ESC
+    becomes Ready), whose values, the private key above all, must be nowhere in the bundle."""
+    return bitwarden_tls_secret(OPERAND_NS, string_data=True)
+
+
+def bitwarden_planted(secret_: dict[str, Any]) -> dict[str, str]:
+    """The TLS Secret's values as sentinels: each PEM whole, and each line of its base64 body
+    (a line is long enough to be found only where that PEM was copied)."""
+    planted = {f"Bitwarden {key}": value for key, value in secret_["stringData"].items()}
+    for key, value in secret_["stringData"].items():
+        planted.update({f"Bitwarden {key} line {number}": line for number, line in enumerate(
+            value.splitlines()) if not line.startswith("-----") and len(line) >= 40})
+    return planted
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Cluster, bitwarden_tls: dict[str, Any]) -> Iterator[None]:
     if cluster.simulated is None:
         pytest.skip("plants sentinels in the operator's Deployment: simulated cluster only")
     simulated = cluster.simulated
@@ -171,9 +189,7 @@ def installed(cluster: Cluster) -> Iterator[None]:
           annotated(secret("user-credentials", OPERAND_NS, {"password": SENTINELS["UserSecret"]}),
                     SENTINELS["SecretAnnotation"]),
           printer(), *other_operator(),
-          secret("bitwarden-tls", OPERAND_NS, {"tls.key": SENTINELS["BitwardenKey"],
-                                               "tls.crt": SENTINELS["BitwardenCert"],
-                                               "ca.crt": SENTINELS["BitwardenCert"]}),
+          bitwarden_tls,
           operator_deployment(), esc())
     try:
         wait_for(lambda: _installed(cluster), "the operand installed by the operator's Deployment",
@@ -201,23 +217,10 @@ def _printed(cluster: Cluster, namespace: str, name: str, line: str) -> None:
         "get", "pods,replicasets,events", "-n", namespace, "-o", "wide", check=False).stdout))
 
 
-def _operand_installed(status: dict[str, Any] | None) -> bool:
-    """Installed, or waiting for nothing but bitwarden-sdk-server: where the simulated cluster
-    has no binary for it (NoLocalBinary), or where it has one and the server refuses the
-    sentinels planted as its certificate and key and restarts."""
-    if counts_as_installed(status, OPERAND_NS, simulated=True):
-        return True
-    ready: dict[str, Any] = next((c for c in (status or {}).get("conditions") or []
-                                  if c["type"] == "Ready"), {})
-    return (ready.get("reason") == "WaitingForOperand" and [
-        item.get("object") for item in (status or {}).get("awaited") or []]
-        == [f"Deployment {OPERAND_NS}/bitwarden-sdk-server"])
-
-
 def _installed(cluster: Cluster) -> None:
     found = json.loads(cluster.kubectl("get", "externalsecretsconfig", "cluster", "-o", "json",
                                        check=False).stdout or "{}")
-    assert _operand_installed(found.get("status")), (
+    assert counts_as_installed(found.get("status")), (
         found.get("status"), cluster.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout,
         cluster.kubectl("logs", "-n", OPERATOR_NS, "deployment/" + OPERATOR_DEPLOYMENT,
                         "--tail=20", check=False))
@@ -246,9 +249,10 @@ def bundle(cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathF
     return members
 
 
-def test_no_sentinel_anywhere(bundle: dict[str, bytes]) -> None:
+def test_no_sentinel_anywhere(bundle: dict[str, bytes], bitwarden_tls: dict[str, Any]) -> None:
+    planted = {**SENTINELS, **bitwarden_planted(bitwarden_tls)}
     leaks = [f"{where} in {path}" for path, content in bundle.items()
-             for where, value in SENTINELS.items() for form in forms(value) if form in content]
+             for where, value in planted.items() for form in forms(value) if form in content]
     assert leaks == []
 
 
@@ -271,9 +275,8 @@ def test_every_part_is_there(bundle: dict[str, bytes]) -> None:
     # The operator's /metrics needs a bearer token the API server's proxy does not pass on.
     [secure] = [part for part in missing if f"namespaces/{OPERATOR_NS}/metrics/" in part]
     assert missing.pop(secure) == SECURE_METRICS
-    # bitwarden-sdk-server (see _operand_installed) may have no log: its container never
-    # ran, or it is waiting to be restarted. Nothing else is missing.
-    assert all("/bitwarden-sdk-server-" in part for part in missing), missing
+    # Nothing else is missing: every container ran, bitwarden-sdk-server's too, and has a log.
+    assert missing == {}, missing
 
 
 def text(bundle: dict[str, bytes], path: str) -> str:

@@ -17,7 +17,7 @@ from manager.controllers import ca_overlap
 from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
 from manager.kube import CRD_COLLECTION, Kube, install_crds
 from manager.operator import load_crds
-from tests.conftest import CertManager, Cluster
+from tests.conftest import CertManager
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,
     USER_NAMESPACE,
@@ -32,6 +32,7 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_controller_install import expected_objects
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 
 Keys = set[tuple[str, str, str]]
 
@@ -68,14 +69,13 @@ async def _eventually_awaited(esc: EscHandle, subject: str, text: str) -> str:
 
 
 async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator: StartOperator, *,
-                                     user_objects: UserObjects, cluster: Cluster,
+                                     user_objects: UserObjects,
                                      caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    simulated = cluster.simulated is not None
     namespace = SCENARIO_NAMESPACES["bitwarden"]
     base: dict[str, Any] = {"controllerConfig": {"namespace": namespace}}
     bitwarden = {**base, "appConfig": {"bitwardenSecretManagerProvider": {
-        "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}}
+        "enabled": "true", "secretRef": {"name": BITWARDEN_TLS_SECRET}}}}
     plain, with_bitwarden = expected_objects(base), expected_objects(bitwarden)
     bitwarden_only = with_bitwarden - plain
     assert {k[0] for k in bitwarden_only} >= {"Deployment", "Service", "ServiceAccount",
@@ -119,17 +119,26 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
                 or sentinel in r.getMessage()]
 
     # The missing key is added: the dependency watch ends the wait, bitwarden is installed.
-    # The simulated cluster has no bitwarden-sdk-server binary: its pod waits, and the status
-    # says so (on a real cluster the server runs and the ESC becomes Ready).
+    # Its values are still no key pair: bitwarden-sdk-server cannot serve them and exits, so
+    # its pod crash-loops, and the status says so (Progressing, waiting for its Deployment).
     secret["data"]["ca.crt"] = sentinel
     await kube.apply(secret_path, secret, field_manager="integration-tests")
     await wait_present(kube, namespace, with_bitwarden)
+    waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
+    assert f"Deployment {namespace}/bitwarden-sdk-server" in waiting["message"]
+    assert "container bitwarden-sdk-server waiting: CrashLoopBackOff" in (
+        await _eventually_awaited(esc, f"Deployment {namespace}/bitwarden-sdk-server",
+                                  "CrashLoopBackOff"))
+    assert (await esc.condition("Ready") or {})["status"] == "False"
     deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
     server = await kube.request("GET", f"{deployments}/bitwarden-sdk-server")
     controller = await kube.request("GET", f"{deployments}/external-secrets")
 
-    # A rotated key pair (bitwarden-sdk-server loads it once) rolls its pods, and only those.
-    secret["data"]["tls.crt"] = base64.b64encode(b"SENTINEL-rotated-certificate").decode()
+    # A real key pair, for the Service's names (bitwarden-sdk-server loads it once): it rolls
+    # bitwarden-sdk-server's pods, and only those; the new pod serves it, its Deployment is
+    # available and the ESC Ready.
+    real = bitwarden_tls_secret(namespace)
+    secret["data"] = real["data"]
     await kube.apply(secret_path, secret, field_manager="integration-tests")
 
     async def rolled() -> None:
@@ -139,14 +148,18 @@ async def test_bitwarden_on_then_off(kube: Kube, esc: EscHandle, start_operator:
     await eventually(rolled, 30)
     assert (await kube.request("GET", f"{deployments}/external-secrets"))["metadata"][
         "generation"] == controller["metadata"]["generation"]
-    assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()]
-    if simulated:
-        waiting = await wait_condition(esc, "Progressing", "True", reason="WaitingForOperand")
-        assert f"Deployment {namespace}/bitwarden-sdk-server" in waiting["message"]
-        assert "NoLocalBinary" in await _eventually_awaited(
-            esc, f"Deployment {namespace}/bitwarden-sdk-server", "NoLocalBinary")
-    else:
-        await wait_condition(esc, "Ready", "True", timeout=300)
+    await wait_condition(esc, "Ready", "True", timeout=120)
+    available = await kube.request("GET", f"{deployments}/bitwarden-sdk-server")
+    assert {c["type"]: c["status"] for c in available["status"]["conditions"]}.get(
+        "Available") == "True", available["status"]
+    assert available["status"].get("availableReplicas") == 1, available["status"]
+    assert not (await esc.get())["status"].get("awaited")
+    key = base64.b64decode(real["data"]["tls.key"]).decode()
+    secrets = [sentinel, real["data"]["tls.key"], *(line for line in key.splitlines()
+                                                    if not line.startswith("-----")
+                                                    and len(line) >= 40)]
+    assert not [r for r in caplog.records if "SENTINEL" in r.getMessage()
+                or any(value in r.getMessage() for value in secrets)]
     assert (await esc.get())["status"]["bitwardenSDKServerImage"]
 
     # Off again: every bitwarden object is pruned; the user's TLS Secret stays.

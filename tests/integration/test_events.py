@@ -29,6 +29,7 @@ from tests.integration.conftest import (
     wait_condition,
     wait_installed,
 )
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 
 
 def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -76,7 +77,7 @@ async def test_events_summarise_passes_and_live_where_describe_looks(
 
     # Degraded: one Warning; the same problem in later passes joins its series.
     await esc.patch_spec({"appConfig": {"bitwardenSecretManagerProvider": {
-        "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}})
+        "enabled": "true", "secretRef": {"name": BITWARDEN_TLS_SECRET}}}})
     await wait_condition(esc, "Degraded", "True", reason="BitwardenSecretNotFound")
     await operator.wait_idle()
     for value in ("2", "3"):
@@ -90,11 +91,8 @@ async def test_events_summarise_passes_and_live_where_describe_looks(
     assert (events[-1].get("series") or {}).get("count", 1) >= 3, events[-1]
 
     # Fixed: the pass that installs bitwarden says so, and that the problem is gone.
-    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls",
-                     {"apiVersion": "v1", "kind": "Secret",
-                      "metadata": {"name": "bitwarden-tls", "namespace": namespace},
-                      "stringData": {"tls.crt": "c", "tls.key": "k", "ca.crt": "a"}},
-                     field_manager="integration-tests")
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/{BITWARDEN_TLS_SECRET}",
+                     bitwarden_tls_secret(namespace), field_manager="integration-tests")
     await wait_installed(esc, namespace)
     await operator.wait_idle()
     events = await esc_events(kube, uid)

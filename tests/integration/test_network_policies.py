@@ -8,7 +8,6 @@ created for the operand's Deployments and for the other workloads.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from manager.kube import Kube
@@ -22,6 +21,7 @@ from tests.integration.conftest import (
     wait_condition,
     wait_installed,
 )
+from tests.operand import bitwarden_tls_secret
 
 NAMESPACE = SCENARIO_NAMESPACES["policies"]
 POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies"
@@ -81,11 +81,7 @@ async def test_no_policy_selects_a_pod_the_operator_did_not_render(
         user_objects: UserObjects) -> None:
     await create_unrelated_workloads(kube)
     await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_SECRET}",
-                     {"apiVersion": "v1", "kind": "Secret",
-                      "metadata": {"name": TLS_SECRET, "namespace": NAMESPACE},
-                      "data": {key: base64.b64encode(b"not a real key").decode()
-                               for key in ("tls.crt", "tls.key", "ca.crt")}},
-                     field_manager="someone-else")
+                     bitwarden_tls_secret(NAMESPACE, TLS_SECRET), field_manager="someone-else")
     await start_operator()
     await esc.create({"controllerConfig": {"namespace": NAMESPACE},
                       "appConfig": {"bitwardenSecretManagerProvider": {

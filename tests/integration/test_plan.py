@@ -31,9 +31,10 @@ from tests.integration.conftest import (
     wait_condition,
     wait_installed,
 )
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 
 BITWARDEN = {"bitwardenSecretManagerProvider": {"enabled": "true",
-                                                "secretRef": {"name": "bitwarden-tls"}}}
+                                                "secretRef": {"name": BITWARDEN_TLS_SECRET}}}
 
 
 def plan(cluster: Cluster, tmp_path: Path, spec: dict[str, Any],
@@ -83,12 +84,10 @@ async def test_plan_shows_changes_by_field_and_deletions_and_refuses_bad_specs(
     await operator.wait_idle()
     assert await versions(kube, namespace) == before
 
-    # bitwarden on (its TLS Secret exists), then a plan that switches it off: deletions.
-    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls",
-                     {"apiVersion": "v1", "kind": "Secret",
-                      "metadata": {"name": "bitwarden-tls", "namespace": namespace},
-                      "stringData": {"tls.crt": "c", "tls.key": "k", "ca.crt": "a"}},
-                     field_manager="integration-tests")
+    # bitwarden on (its TLS Secret exists: a real key pair, so it serves and the ESC is
+    # Ready), then a plan that switches it off: deletions.
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/{BITWARDEN_TLS_SECRET}",
+                     bitwarden_tls_secret(namespace), field_manager="integration-tests")
     on = plan(cluster, tmp_path, {**base, "appConfig": BITWARDEN})
     assert on.returncode == 0, on.stdout + on.stderr
     assert f"  create  Deployment {namespace}/bitwarden-sdk-server\n" in on.stdout
@@ -140,11 +139,10 @@ async def test_plan_and_the_pass_decide_alike(*, kube: Kube, esc: EscHandle,
     refuses what the pass refuses, for the same reason: both execute one decision
     (manager/controllers/pass_decision.py). The pass runs in-process, without watches."""
     namespace = SCENARIO_NAMESPACES["plan-pass"]
-    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls",
-                     {"apiVersion": "v1", "kind": "Secret",
-                      "metadata": {"name": "bitwarden-tls", "namespace": namespace},
-                      "stringData": {"tls.crt": "c", "tls.key": "k", "ca.crt": "a"}},
-                     field_manager="integration-tests")
+    # A real key pair: the passes create bitwarden-sdk-server's Deployment, whose pod runs
+    # (nothing here waits for it to be Ready, but it should not crash-loop meanwhile).
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/{BITWARDEN_TLS_SECRET}",
+                     bitwarden_tls_secret(namespace), field_manager="integration-tests")
     reconciler = Reconciler(kube, Discovery(kube), OperatorEnvironment.from_environ({}),
                             EventRecorder(kube), ObjectCache())
 

@@ -29,6 +29,7 @@ from tests.integration.conftest import (
     wait_installed,
 )
 from tests.integration.test_controller_install import expected_objects
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 
 Key = tuple[str, str, str]
 
@@ -97,7 +98,8 @@ async def prepare_namespace(kube: Kube, namespace: str, objects: list[tuple[str,
 
 def foreign_objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
     """A SecretStore and an ExternalSecret of a user, the bitwarden TLS Secret the
-    administrator provides, and a ConfigMap that copied the operator's managed-by label."""
+    administrator provides (a real key pair: bitwarden-sdk-server serves it), and a
+    ConfigMap that copied the operator's managed-by label."""
     return [
         (f"/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores",
          {"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
@@ -109,9 +111,7 @@ def foreign_objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
           "spec": {"secretStoreRef": {"name": "team-store", "kind": "SecretStore"},
                    "target": {"name": "team-synced"},
                    "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}]}}),
-        (f"/api/v1/namespaces/{namespace}/secrets",
-         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bitwarden-tls"},
-          "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}}),
+        (f"/api/v1/namespaces/{namespace}/secrets", bitwarden_tls_secret(namespace)),
         (f"/api/v1/namespaces/{namespace}/configmaps",
          {"apiVersion": "v1", "kind": "ConfigMap",
           "metadata": {"name": "copied-label",
@@ -156,7 +156,7 @@ async def test_uninstall_lists_refuses_then_deletes_and_keeps_what_is_not_ours(
     foreign = await prepare_namespace(kube, namespace, foreign_objects(namespace))
     spec = {"controllerConfig": {"namespace": namespace, "labels": {"team": "platform"}},
             "appConfig": {"bitwardenSecretManagerProvider": {
-                "enabled": "true", "secretRef": {"name": "bitwarden-tls"}}}}
+                "enabled": "true", "secretRef": {"name": BITWARDEN_TLS_SECRET}}}}
     operator = await start_operator()
     await esc.create(spec)
     await wait_installed(esc, namespace)

@@ -80,8 +80,11 @@ SUBSCRIPTION = (f"{OPERATORS}/v1alpha1/namespaces/{NAMESPACE}/subscriptions/"
 FIELD_MANAGER = "olm-tests"
 OPERAND_NAMESPACE = scenario.NAMESPACE
 STORE = f"/apis/external-secrets.io/v1/namespaces/{OPERAND_NAMESPACE}/secretstores/team-store"
-# The upgrade scenario's settings without bitwarden-sdk-server: it has no binary here, so
-# with it the operand could never be Available (by design).
+# The upgrade scenario's settings without bitwarden-sdk-server. It runs here, but the OLM
+# scenarios are about the external-secrets Deployments: configure() creates the user's
+# objects (bitwarden's TLS Secret among them) only once the ESC is Ready, and
+# test_upgrade.py expects every operand Deployment to roll onto a rebuilt external-secrets
+# image. bitwarden-sdk-server across an upgrade is tests/upgrade's (the same spec, with it).
 ESC_SPEC: dict[str, Any] = {**scenario.ESC_SPEC, "appConfig": {
     key: value for key, value in scenario.ESC_SPEC["appConfig"].items()
     if key != "bitwardenSecretManagerProvider"}}

@@ -149,10 +149,20 @@ async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, 
             esc_before = await kube.request("GET", ESC_PATH)
             deployment_before = await kube.request("GET", OPERATOR_DEPLOYMENT)
             from_images = " (catalog, bundle and operator images)" if image else ""
+            renderings = Renderings(tag, *(
+                render_release(source, ESC_SPEC, ESM_SPEC, release_environment(source))
+                for source in (previous_source, REPO_ROOT)))
+            # The bounds follow what the upgrade does to the controller: a new pod template
+            # rolls it, and the new process waits out the operand's leader-election lease.
+            rolls = (renderings.previous.deployment_specs["external-secrets"]["template"]
+                     != renderings.current.deployment_specs["external-secrets"]["template"])
             async with measure(cluster.watched(), f"OLM upgrade from the previous release "
                                f"({tag}) to the current one ({identity.OPERATOR_VERSION})"
-                               f"{from_images}: operator pod replaced, the webhook Deployment "
-                               "rolls", kind=Kind.OLM_UPGRADE) as notes:
+                               f"{from_images}: operator pod replaced, "
+                               + ("every operand Deployment rolls" if rolls
+                                  else "the webhook Deployment rolls"),
+                               kind=Kind.OLM_UPGRADE_NEW_CONTROLLER if rolls
+                               else Kind.OLM_UPGRADE) as notes:
                 await upgrade_through_olm(cluster, previous, current, upgrade, notes, image=image)
                 notes.append(f"{tag} has no webhook replicas setting: one replica")
             print(f"FIGURES   1 replica: measured, not bounded; {admissions_refused()} refused")
@@ -181,10 +191,6 @@ async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, 
         print(f"  checked: ExternalSecretsConfig Ready=True for generation "
               f"{esc_after['metadata']['generation']} ({'stayed' if stayed else 'returned to'} "
               "True across the upgrade)")
-        previous_rendering, current_rendering = (
-            render_release(source, ESC_SPEC, ESM_SPEC, release_environment(source))
-            for source in (previous_source, REPO_ROOT))
-        renderings = Renderings(tag, previous_rendering, current_rendering)
         verdict = judge(before, after, renderings)
         for note in verdict.notes:
             print(f"  checked: {note}")

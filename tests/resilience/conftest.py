@@ -368,16 +368,15 @@ async def wait_condition(kube: Kube, kind: str, status: str, *, contains: str = 
 
 async def wait_installed(kube: Kube, namespace: str, timeout: float = 60.0,
                          ) -> dict[str, Any]:
-    """Until the ESC is Ready for its generation, or, on the simulated cluster, waits for
-    nothing but bitwarden-sdk-server, which cannot run there (tests/operand.py)."""
+    """Until the ESC is Ready for its generation, bitwarden-sdk-server included if it is on
+    (tests/operand.py); the operand's namespace names it in the failure."""
     async def check() -> dict[str, Any]:
         esc = await kube.request("GET", f"{ESC_API}/cluster")
         ready = next((c for c in (esc.get("status") or {}).get("conditions") or []
                       if c["type"] == "Ready"), None)
         assert ready is not None, esc.get("status")
         assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
-        assert counts_as_installed(esc.get("status"), namespace,
-                                   simulated=not USE_EXISTING_CLUSTER), esc.get("status")
+        assert counts_as_installed(esc.get("status")), f"{namespace}: {esc.get('status')}"
         return dict(ready)
 
     result: dict[str, Any] = await eventually(check, timeout, interval=0.05)

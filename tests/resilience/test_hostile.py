@@ -308,6 +308,8 @@ async def hostile(kube: Kube, operator_kubeconfig: Path, audit: AuditLog,
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
              "metadata": {"name": "external-secrets-controller", "namespace": TEAM},
              "rules": []}, field_manager="team-admin")
+        # Empty values may stay: preflight refuses the Secret for its missing ca.crt, so
+        # bitwarden-sdk-server's Deployment is held back and nothing ever serves them.
         await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_WITHOUT_CA}",
                          {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                           "metadata": {"name": TLS_WITHOUT_CA, "namespace": NAMESPACE},

@@ -14,8 +14,8 @@ to manifests/operator/rbac.yaml. Here:
 - the operand-grants ClusterRole holds exactly what the operand's own (Cluster)Roles grant
   (RBAC escalation prevention requires it to hold those, and nothing justifies more);
 - across the session no request of the operator was forbidden;
-- a sentinel secret value (in the bitwarden TLS Secret and in proxy credentials) never
-  appears in the operator's log, in Events, or in the ESC/ESM status.
+- a secret value (the bitwarden TLS Secret's real key pair, and a sentinel in proxy
+  credentials) never appears in the operator's log, in Events, or in the ESC/ESM status.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from tests.integration.conftest import (
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE, VARIANTS, permissions
 from tests.integration.test_monitoring import remove_monitoring_crds, set_feature
 from tests.metrics_scrape import get_metrics, service_account_token
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 from tests.resilience.conftest import (
     OPERATOR_USER,
     AuditLog,
@@ -231,7 +232,8 @@ async def run_every_code_path(kube: Kube, esc: EscHandle, start_operator: StartO
               "metadata": {"name": "resilience-bitwarden-tls", "namespace": NAMESPACE}}
     await kube.apply(tls_secret, secret, field_manager="resilience")
     await wait_condition(kube, "Degraded", "True", reason="BitwardenSecretInvalid")
-    await kube.apply(tls_secret, {**secret, "data": {"tls.crt": "", "tls.key": "", "ca.crt": ""}},
+    # A real key pair: bitwarden-sdk-server serves it, and the ESC is Ready.
+    await kube.apply(tls_secret, bitwarden_tls_secret(NAMESPACE, "resilience-bitwarden-tls"),
                      field_manager="resilience")
     await wait_installed(kube, NAMESPACE, timeout=90)
     # Prometheus scrapes /metrics with its token (create tokenreviews, subjectaccessreviews).
@@ -367,12 +369,22 @@ def test_the_operator_ran_as_its_service_account_and_was_never_forbidden(
 # --- secrecy ----------------------------------------------------------------------------------
 
 SENTINEL = "s3ntinel-b1t-0f-s3cret-9f2c"
-SECRET_FORMS = (SENTINEL, base64.b64encode(SENTINEL.encode()).decode(),
-                base64.b64encode(f"-----{SENTINEL}-----".encode()).decode())
+SECRET_FORMS = (SENTINEL, base64.b64encode(SENTINEL.encode()).decode())
 
 
-def leaks(text: str) -> list[str]:
-    return [form for form in SECRET_FORMS if form in text]
+def tls_forms(secret: dict[str, Any]) -> tuple[str, ...]:
+    """A TLS Secret's values as they could leak: base64 as the API carries them, the PEM
+    text, and each line of its base64 body (JSON escapes the PEM's line breaks)."""
+    forms: list[str] = []
+    for encoded in secret["data"].values():
+        pem = base64.b64decode(encoded).decode()
+        forms += [encoded, pem, *(line for line in pem.splitlines()
+                                  if not line.startswith("-----") and len(line) >= 40)]
+    return tuple(forms)
+
+
+def leaks(text: str, forms: tuple[str, ...] = SECRET_FORMS) -> list[str]:
+    return [form for form in forms if form in text]
 
 
 async def test_secret_values_stay_out_of_logs_events_and_status(
@@ -382,15 +394,16 @@ async def test_secret_values_stay_out_of_logs_events_and_status(
     await kube.apply(f"/api/v1/namespaces/{namespace}", {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         field_manager="resilience")
-    pem = base64.b64encode(f"-----{SENTINEL}-----".encode()).decode()
-    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls", {
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": "bitwarden-tls", "namespace": namespace},
-        "data": {"tls.crt": pem, "tls.key": pem, "ca.crt": pem}}, field_manager="resilience")
+    # A real key pair (bitwarden-sdk-server serves it: the ESC becomes Ready); its values
+    # are secrets as much as the proxy's password.
+    tls = bitwarden_tls_secret(namespace)
+    forms = (*SECRET_FORMS, *tls_forms(tls))
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/{BITWARDEN_TLS_SECRET}", tls,
+                     field_manager="resilience")
     await replace_spec(kube, ESM_PATH, {"globalConfig": {"proxy": {"httpsProxy": proxy}}})
     operator = await start_operator(verbose=True)  # kopf's debug logging included
     try:
-        bitwarden = {"enabled": "true", "secretRef": {"name": "bitwarden-tls"}}
+        bitwarden = {"enabled": "true", "secretRef": {"name": BITWARDEN_TLS_SECRET}}
         spec: dict[str, Any] = {"controllerConfig": {"namespace": namespace}, "appConfig": {
             "proxy": {"httpProxy": proxy, "httpsProxy": proxy},
             "bitwardenSecretManagerProvider": bitwarden}}
@@ -407,7 +420,7 @@ async def test_secret_values_stay_out_of_logs_events_and_status(
         await replace_spec(kube, f"{ESC_API}/cluster", spec)
         await wait_installed(kube, namespace, timeout=90)
         await kube.delete(f"/apis/apps/v1/namespaces/{namespace}/deployments/bitwarden-sdk-server")
-        await kube.delete(f"/api/v1/namespaces/{namespace}/secrets/bitwarden-tls")
+        await kube.delete(f"/api/v1/namespaces/{namespace}/secrets/{BITWARDEN_TLS_SECRET}")
         await wait_condition(kube, "Degraded", "True", reason="BitwardenSecretNotFound")
         await wait_quiet(audit)
     finally:
@@ -417,15 +430,15 @@ async def test_secret_values_stay_out_of_logs_events_and_status(
     log = operator.log()
     assert "action=apply" in log, log[-2000:]
     assert "action=status" in log, log[-2000:]
-    assert leaks(log) == [], [line for line in log.splitlines() if leaks(line)][:5]
+    assert leaks(log, forms) == [], [line for line in log.splitlines() if leaks(line, forms)][:5]
     events = await kube.request("GET", "/api/v1/events")
     ours = [e for e in events["items"]
             if e.get("reportingComponent") == "external-secrets-operator"]
     assert ours, "the operator posted no Events"
-    assert leaks(json.dumps(events["items"])) == []
+    assert leaks(json.dumps(events["items"]), forms) == []
     esc_status = (await kube.request("GET", f"{ESC_API}/cluster")).get("status")
     esm_status = (await kube.request("GET", ESM_PATH)).get("status")
     assert esc_status
     assert esm_status
-    assert leaks(json.dumps(esc_status)) == [], esc_status
-    assert leaks(json.dumps(esm_status)) == [], esm_status
+    assert leaks(json.dumps(esc_status), forms) == [], esc_status
+    assert leaks(json.dumps(esm_status), forms) == [], esm_status

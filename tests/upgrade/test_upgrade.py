@@ -23,8 +23,8 @@ the previous release stops and the current code starts, as a Deployment with the
 
 Simulated cluster (default): both releases run out of cluster as processes (`python -m
 manager run`) from their source trees, with the environment their Deployment manifests set;
-the operand runs for real, except bitwarden-sdk-server, which has no binary here (so the
-current code reports Progressing for exactly that Deployment, instead of Ready).
+the operand runs for real, bitwarden-sdk-server included (with the real key pair of the
+user's TLS Secret), so both releases report Ready=True there as on a real cluster.
 USE_EXISTING_CLUSTER=1 (`hack/upgrade-test.sh kind`): the previous release is already
 deployed; the test replaces it with UPGRADE_CURRENT_IMAGE through the same script.
 
@@ -55,6 +55,7 @@ from manager.operator import load_crds
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess, log_problems
+from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
 from tests.samplers import SyncSampler
 from tests.upgrade.snapshot import (
     Renderings,
@@ -87,7 +88,7 @@ ESC_SPEC: dict[str, Any] = {
         "resources": {"requests": {"cpu": "10m", "memory": "96Mi"},
                       "limits": {"cpu": "500m", "memory": "512Mi"}},
         "bitwardenSecretManagerProvider": {"enabled": "true",
-                                           "secretRef": {"name": "bitwarden-tls"}},
+                                           "secretRef": {"name": BITWARDEN_TLS_SECRET}},
     },
 }
 ESM_SPEC: dict[str, Any] = {"globalConfig": {"labels": {"example.com/environment": "upgrade"}}}
@@ -206,25 +207,15 @@ class DeployedReleases:
 # --- waiting ---------------------------------------------------------------------------------
 
 
-async def ready_for_current_generation(kube: Kube, *, current: bool = False,
-                                       ) -> dict[str, Any]:
-    """Ready=True for the ESC's generation; for the current code on the simulated cluster,
-    Progressing with bitwarden-sdk-server (which cannot run here) the only thing awaited."""
+async def ready_for_current_generation(kube: Kube) -> dict[str, Any]:
+    """Ready=True for the ESC's generation (bitwarden-sdk-server available too)."""
     async def check() -> dict[str, Any]:
         esc = await kube.request("GET", ESC_PATH)
         conditions = {c["type"]: c for c in (esc.get("status") or {}).get("conditions") or []}
         ready = conditions.get("Ready")
         assert ready is not None, f"no Ready condition: {esc.get('status')}"
         assert ready.get("observedGeneration") == esc["metadata"]["generation"], ready
-        if current and not USE_EXISTING_CLUSTER:
-            awaited = esc["status"].get("awaited") or []
-            objects = [item["object"] for item in awaited]
-            assert ready["reason"] == "WaitingForOperand", ready
-            assert len([o for o in objects if o.startswith("Deployment ")]) == 1, awaited
-            assert objects[0] == f"Deployment {NAMESPACE}/bitwarden-sdk-server", awaited
-            assert "NoLocalBinary" in awaited[0]["message"], awaited
-        else:
-            assert ready["status"] == "True", ready
+        assert ready["status"] == "True", ready
         return esc
 
     return await eventually(check, READY_TIMEOUT,
@@ -250,10 +241,8 @@ async def settled(kube: Kube, quiet: float = 3.0, timeout: float = 60.0) -> Snap
 def user_objects() -> list[tuple[str, dict[str, Any]]]:
     base = f"/namespaces/{NAMESPACE}"
     return [
-        (f"/api/v1{base}/secrets",
-         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bitwarden-tls"},
-          "type": "kubernetes.io/tls",
-          "stringData": {"tls.crt": "", "tls.key": "", "ca.crt": ""}}),
+        (f"/api/v1{base}/secrets",  # a real key pair: bitwarden-sdk-server serves it
+         {**bitwarden_tls_secret(NAMESPACE, string_data=True), "type": "kubernetes.io/tls"}),
         (f"/api/v1{base}/secrets",
          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "team-credentials"},
           "stringData": {"token": "not-for-the-operator"}}),
@@ -386,7 +375,7 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
         await admin.merge_patch(f"{ESC_PATH}/status", {"status": None},
                                 field_manager=FIELD_MANAGER)
         await releases.start_current()
-        esc_after = await ready_for_current_generation(admin, current=True)
+        esc_after = await ready_for_current_generation(admin)
         after = await settled(admin)
 
         # The verdict.
@@ -413,10 +402,8 @@ async def test_upgrade_keeps_every_object_and_rolls_only_changed_templates(
         assert not sampler.harm, sampler.harm
         print(f"  checked: the synced Secret was never deleted or emptied (watched throughout: "
               f"{sampler.summary()}) and follows its store after the upgrade")
-        state = ("Ready=True" if USE_EXISTING_CLUSTER else
-                 "Progressing, awaiting only bitwarden-sdk-server (no binary here)")
-        print(f"  checked: ExternalSecretsConfig {state} for generation "
-              f"{esc_after['metadata']['generation']}, written by the current code")
+        print("  checked: ExternalSecretsConfig Ready=True (bitwarden-sdk-server too) for "
+              f"generation {esc_after['metadata']['generation']}, written by the current code")
         assert not verdict.problems, "\n".join(verdict.problems) + "\n" + releases.logs()
         await releases.stop()
         assert not releases.problems, "\n".join(releases.problems)
