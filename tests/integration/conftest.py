@@ -445,7 +445,7 @@ async def user_objects(kube: Kube, operand_crds: None, operator_crds: None,
                           "metadata": {"name": namespace}}, field_manager="integration-tests")
         for collection, body in _user_objects_for(namespace):
             path = f"{collection}/{body['metadata']['name']}"
-            await _past_stale_webhooks(lambda path=path: kube.delete(path))
+            await _gone(kube, path)
             created = await _past_stale_webhooks(
                 lambda collection=collection, body=body: kube.create(
                     collection, body, field_manager="integration-tests"))
@@ -454,7 +454,24 @@ async def user_objects(kube: Kube, operand_crds: None, operator_crds: None,
     yield UserObjects(tuple(refs), versions)
     await remove_operand_webhooks(kube)
     for path in versions:
-        await _past_stale_webhooks(lambda path=path: kube.delete(path))
+        await _gone(kube, path)
+
+
+async def _gone(kube: Kube, path: str, timeout: float = 15.0) -> None:
+    """Delete a user object the tests made and wait until it is gone, first releasing the
+    finalizer a controller that no longer runs left on it (external-secrets v1.x puts one on
+    every ExternalSecret; only its running controller removes it)."""
+    live = await kube.get(path)
+    if live is None:
+        return
+    if live["metadata"].get("finalizers"):
+        await _past_stale_webhooks(lambda: kube.merge_patch(
+            path, {"metadata": {"finalizers": None}}, field_manager="integration-tests"))
+    await _past_stale_webhooks(lambda: kube.delete(path))
+    deadline = time.monotonic() + timeout
+    while await kube.get(path) is not None:
+        assert time.monotonic() < deadline, f"{path} was not deleted"
+        await asyncio.sleep(0.1)
 
 
 # --- the ExternalSecretsConfig ---------------------------------------------------------------
