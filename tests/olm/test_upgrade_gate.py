@@ -140,17 +140,21 @@ async def test_olm_holds_the_next_release_while_the_operator_is_not_upgradeable(
     await gate_seen_by_olm(cluster, current, "True", "AsExpected")
     cluster.mark("Upgradeable True (no ExternalSecretsConfig)")
 
-    # Exactly OLM's grant: a Role for that one object; the bundle asks for nothing of it.
+    # OLM's grant: a Role for that one object; the bundle asks only for the list and watch
+    # of the gate's watch, in the operator's namespace, and never for a write.
     role = await kube.request("GET", f"/apis/rbac.authorization.k8s.io/v1/namespaces/"
                               f"{NAMESPACE}/roles/{current.name}")
     assert role["rules"] == [{"verbs": ["get", "update", "patch"],
                               "apiGroups": ["operators.coreos.com"],
                               "resources": ["operatorconditions"],
                               "resourceNames": [current.name]}], role["rules"]
-    assert not [rule for permission in current.csv["spec"]["install"]["spec"]["permissions"]
-                + current.csv["spec"]["install"]["spec"]["clusterPermissions"]
-                for rule in permission["rules"]
-                if "operatorconditions" in rule.get("resources", [])]
+    install = current.csv["spec"]["install"]["spec"]
+    asked = [(kind, rule) for kind in ("permissions", "clusterPermissions")
+             for permission in install[kind] for rule in permission["rules"]
+             if "operatorconditions" in rule.get("resources", [])]
+    assert asked == [("permissions", {"apiGroups": ["operators.coreos.com"],
+                                      "resources": ["operatorconditions"],
+                                      "verbs": ["list", "watch"]})], asked
 
     await kube.create(ESC_PATH.rsplit("/", 1)[0], {
         "apiVersion": "operator.openshift.io/v1alpha1", "kind": "ExternalSecretsConfig",
