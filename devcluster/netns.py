@@ -66,6 +66,17 @@ def inside(namespace_fd: int) -> Iterator[None]:
             _setns(own.fileno())
 
 
+def socket_of(pid: int) -> socket.socket:
+    """A TCP socket in the network namespace of process `pid` (a pod's process: it connects
+    as that pod does)."""
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        with inside(fd):
+            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    finally:
+        os.close(fd)
+
+
 def _pump(source: socket.socket, target: socket.socket) -> None:
     with contextlib.suppress(OSError):
         while data := source.recv(CHUNK):

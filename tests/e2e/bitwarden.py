@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import socket
 import ssl
 import threading
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devcluster.api import Api
-from devcluster.netns import inside
+from devcluster.netns import socket_of
 
 SERVICE = "bitwarden-sdk-server"
 PORT = 9998
@@ -76,12 +75,7 @@ def get_ready_from(netns_pid: int, address: str, ca_pem: bytes, hostname: str,
                    timeout: float = 2.0) -> Answer:
     """GET /ready at `address`:9998 from the network namespace of process `netns_pid` (a
     container's process: its pod's namespace)."""
-    fd = os.open(f"/proc/{netns_pid}/ns/net", os.O_RDONLY)
-    try:
-        with inside(fd):
-            connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    finally:
-        os.close(fd)
+    connection = socket_of(netns_pid)
     try:
         connection.settimeout(timeout)
         connection.connect((address, PORT))

@@ -22,8 +22,6 @@ Run with `-s` to see the timeline.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +30,7 @@ import pytest_asyncio
 
 from devcluster import catalog, olm
 from devcluster.controlplane import KUBERNETES_SERVICE
-from devcluster.netns import inside
+from devcluster.netns import socket_of
 from manager.kube import Kube
 from manager.leader import LEASE_NAME
 from manager.olm import identity
@@ -233,12 +231,7 @@ async def operand_runs_with(cluster: OlmCluster, wanted: dict[str, str]) -> None
 
 def connect_from_pod(pid: int, address: tuple[str, int]) -> None:
     """One TCP connection to `address` from the network namespace of process `pid`."""
-    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        with inside(fd):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    finally:
-        os.close(fd)
+    probe = socket_of(pid)
     with probe:
         probe.settimeout(5)
         probe.connect(address)
