@@ -36,10 +36,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
-from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
-from manager.controllers.watches import UNRESOLVED_RECHECK_MAX
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.paths import REPO_ROOT as ROOT
+from manager.runtime.watches import UNRESOLVED_RECHECK_MAX
+from manager.runtime.worker import DEFAULT_RESYNC_SECONDS
 from tests.e2e.operator_process import free_port
 from tests.metrics_scrape import get_metrics, service_account_token
 from tests.waiting import seconds_until
@@ -56,7 +56,7 @@ NEVER_RUNS = "registry.example/bench/external-secrets-never-pulled:v0"
 # An administrator creates the ExternalSecretsConfig once OLM says the operator is installed,
 # not in the instant its first pass ends: the install starts this long after start-up.
 INSTALL_AFTER_START_S = 2.0
-# The operator's pass line (manager/controllers/runtime.py), after logging's asctime.
+# The operator's pass line (manager/runtime/worker.py), after logging's asctime.
 PASS_LINE = re.compile(r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .* action=pass "
                        r"number=\d+ result=(?P<result>\S+) writes=(?P<writes>\d+) "
                        r"seconds=(?P<seconds>[\d.]+).* reasons=(?P<reasons>.*)$")
@@ -426,7 +426,7 @@ async def _idle_window(session: Session, operator: OperatorProcess) -> None:
         print("warning: a periodic resync fell before the idle window (the run's measures "
               "took longer than the resync period)", flush=True)
     # A Prometheus's token; its first scrape reviews it (a TokenReview and a
-    # SubjectAccessReview), cached 120 s (manager/metrics_auth.py): scraped once before the
+    # SubjectAccessReview), cached 120 s (manager/metrics_endpoint/auth.py): scraped once before the
     # window, as at steady state, where those two requests come once every 2 minutes.
     token = await service_account_token(session.bench.kube, "default", "metrics-scraper",
                                         reader=True)
@@ -656,7 +656,7 @@ def machine() -> str:
 # Where the operator's memory goes: each step imports one more layer, in start-up's order.
 IMPORT_STEPS = (("the interpreter", ""), ("aiohttp", "aiohttp"), ("pydantic", "pydantic"),
                 ("jinja2", "jinja2"), ("kopf", "kopf"), ("the operator's own modules",
-                                                          "manager.operator"))
+                                                          "manager.runtime.operator"))
 
 
 def import_memory() -> list[tuple[str, float, float]]:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from manager import __version__
-from manager.credentials import CredentialsError
+from manager.client.credentials import CredentialsError
 
 # The subcommands, in the order `--help` lists them; each is the module of its name.
 SUBCOMMANDS: tuple[str, ...] = ("run", "generate", "render", "plan", "bundle", "uninstall",

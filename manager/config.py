@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from manager import constants, kube_values, versions
+from manager import kube_values, versions
 from manager.api import operand_flags
 from manager.api.models import (
     ApplicationConfig,
@@ -56,6 +56,7 @@ from manager.api.rules import (
     LOOKAHEAD_MARGIN,
     OPERATOR_NETWORK_POLICIES,
 )
+from manager.names import DEFAULT_OPERAND_NAMESPACE
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 
 ESC_APP = "spec.appConfig"
@@ -63,7 +64,7 @@ ESC_CONTROLLER = "spec.controllerConfig"
 ESM_GLOBAL = "spec.globalConfig"
 
 # The optional features of ExternalSecretsManager.spec.features this operator implements. Any
-# other name there is reported (manager.controllers.esm_status), never silently ignored.
+# other name there is reported (manager.reporting.esm_status), never silently ignored.
 # OperandMonitoring: ServiceMonitors and a PrometheusRule for the operand, while the cluster
 # serves monitoring.coreos.com/v1 (docs/operations.md, "Monitoring").
 OPERAND_MONITORING = "OperandMonitoring"
@@ -127,10 +128,10 @@ class OperatorEnvironment(_Frozen):
     https_proxy: str | None = None
     no_proxy: str | None = None
     own_namespace: str | None = None
-    """The namespace the operator runs in, when known (`manager.kube.own_namespace`)."""
+    """The namespace the operator runs in, when known (`manager.client.kube.own_namespace`)."""
     operator_condition: str | None = None
     """The OLM OperatorCondition of the operator's CSV (OPERATOR_CONDITION_NAME, which OLM
-    sets): where the upgrade gate is published (manager/controllers/upgrade_gate.py)."""
+    sets): where the upgrade gate is published (manager/sidetasks/upgrade_gate.py)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str],
@@ -180,7 +181,7 @@ class CertManagerSettings(_Frozen):
     `ca.crt`, base64 as the API carries it) into the webhooks' caBundle."""
 
     bundle_overlap: str | None = None
-    """A cluster fact: while the webhook pods move to a new CA (controllers/ca_overlap.py),
+    """A cluster fact: while the webhook pods move to a new CA (steps/ca_overlap.py),
     the caBundle to render instead of `ca_bundle` alone: it, then the CAs trusted before."""
     overlap_until: float | None = None
     """A cluster fact: when that overlap ends unless something else changes first (epoch
@@ -383,7 +384,7 @@ class Versions(_Frozen):
 class EffectiveConfig(_Frozen):
     """Everything the renderer needs, merged and validated (see the module docstring)."""
 
-    namespace: str = constants.DEFAULT_OPERAND_NAMESPACE
+    namespace: str = DEFAULT_OPERAND_NAMESPACE
     labels: dict[str, str] = {}
     """User labels, merged (ESM < ESC); the renderer adds the standard labels over them."""
     adopt_existing_objects: bool = False
@@ -588,7 +589,7 @@ _RECREATE = ("namespace is immutable: delete the ExternalSecretsConfig (the oper
 
 def _namespace(esc: ExternalSecretsConfigSpec, env: OperatorEnvironment) -> str:
     controller = esc.controller_config
-    namespace = controller.namespace if controller else constants.DEFAULT_OPERAND_NAMESPACE
+    namespace = controller.namespace if controller else DEFAULT_OPERAND_NAMESPACE
     field = f"{ESC_CONTROLLER}.namespace"
     if not kube_values.is_dns_label(namespace):
         raise ConfigError(field, f"{namespace!r} is not a valid namespace name: use lowercase "

@@ -1,6 +1,6 @@
 """The operator's own metrics: the series and what records them, with prometheus_client.
-manager/metrics_server.py serves them (GET /metrics); this module serves nothing, so that
-the API client (manager/kube.py) can count its requests without importing the server.
+manager/metrics_endpoint/server.py serves them (GET /metrics); this module serves nothing, so that
+the API client (manager/client/kube.py) can count its requests without importing the server.
 
 Every series is named `eso_operator_*` and registered once, in prometheus_client's default
 registry (which adds the process_* and python_* collectors: RSS, CPU, open files). Labels

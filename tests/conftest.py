@@ -21,7 +21,7 @@ import pytest_asyncio
 from devcluster import controlplane
 from devcluster.cluster import SimulatedCluster
 from devcluster.controlplane import ensure_tool
-from manager.kube import Kube
+from manager.client.kube import Kube
 
 _SESSION: dict[str, object] = {"version": None, "started": time.monotonic()}
 

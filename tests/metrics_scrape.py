@@ -1,5 +1,5 @@
 """Scraping the operator's /metrics as Prometheus does: HTTPS with a ServiceAccount's bearer
-token (manager/metrics_auth.py). Shared by the tests and the benchmark."""
+token (manager/metrics_endpoint/auth.py). Shared by the tests and the benchmark."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.paths import REPO_ROOT
 
 READER_ROLE = "external-secrets-operator-metrics-reader"

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from manager.kube import Kube
-from manager.uninstall import execute_uninstall, plan_uninstall
+from manager.client.kube import Kube
+from manager.steps.uninstall import execute_uninstall, plan_uninstall
 from tests.certificates import self_signed_ca, signed_key_pair
 
 ESC_PATH = "/apis/operator.openshift.io/v1alpha1/externalsecretsconfigs/cluster"

@@ -46,7 +46,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from manager.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube
 
 GONE = 410
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from manager.kube import ApiError
+from manager.client.kube import ApiError
 
 _T = TypeVar("_T")
 

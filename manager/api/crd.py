@@ -22,10 +22,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from manager import constants
 from manager.api import core_schemas, models
 from manager.api.docstrings import field_description
 from manager.api.markers import Rule, Schema
+from manager.names import ESC_PLURAL, ESM_PLURAL, GROUP, VERSION
 
 CRD_DIR = Path("manifests") / "crds"
 HEADER = (
@@ -60,11 +60,11 @@ class Resource:
 
     @property
     def name(self) -> str:
-        return f"{self.plural}.{constants.GROUP}"
+        return f"{self.plural}.{GROUP}"
 
     @property
     def filename(self) -> str:
-        return f"{constants.GROUP}_{self.plural}.yaml"
+        return f"{GROUP}_{self.plural}.yaml"
 
 
 # Only the operator's own category. The seed also lists `external-secrets`, the operand CRDs'
@@ -77,7 +77,7 @@ _READY_CONDITION = ".status.conditions[?(@.type=='Ready')]"
 RESOURCES: tuple[Resource, ...] = (
     Resource(
         model=models.ExternalSecretsConfig,
-        plural=constants.ESC_PLURAL,
+        plural=ESC_PLURAL,
         singular="externalsecretsconfig",
         short_names=("esc", "externalsecretsconfig", "esconfig"),
         categories=_CATEGORIES,
@@ -98,7 +98,7 @@ RESOURCES: tuple[Resource, ...] = (
     ),
     Resource(
         model=models.ExternalSecretsManager,
-        plural=constants.ESM_PLURAL,
+        plural=ESM_PLURAL,
         singular="externalsecretsmanager",
         short_names=("esm", "externalsecretsmanager", "esmanager"),
         categories=_CATEGORIES,
@@ -264,7 +264,7 @@ def _clean(text: str | None) -> str:
 
 def crd(resource: Resource, builder: SchemaBuilder) -> dict[str, Any]:
     version: dict[str, Any] = {
-        "name": constants.VERSION,
+        "name": VERSION,
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": builder.root(resource.model)},
@@ -280,7 +280,7 @@ def crd(resource: Resource, builder: SchemaBuilder) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {"name": resource.name, "labels": dict(resource.labels)},
         "spec": {
-            "group": constants.GROUP,
+            "group": GROUP,
             "names": {
                 "kind": resource.kind,
                 "listKind": f"{resource.kind}List",

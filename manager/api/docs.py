@@ -16,10 +16,10 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from manager import constants
 from manager.api import core_schemas, crd, models
 from manager.api.docstrings import field_description
 from manager.api.markers import Rule, Schema
+from manager.names import API_VERSION, ESC_KIND, ESM_KIND, SINGLETON_NAME
 
 DOCS_PATH = Path("docs") / "api.md"
 
@@ -27,13 +27,13 @@ DOCS_PATH = Path("docs") / "api.md"
 # API server accepts them.
 EXAMPLES: Mapping[str, dict[str, Any]] = {
     "ExternalSecretsConfig (defaults only)": {
-        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
-        "metadata": {"name": constants.SINGLETON_NAME},
+        "apiVersion": API_VERSION, "kind": ESC_KIND,
+        "metadata": {"name": SINGLETON_NAME},
         "spec": {},
     },
     "ExternalSecretsConfig (cert-manager, bitwarden, scheduling)": {
-        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
-        "metadata": {"name": constants.SINGLETON_NAME},
+        "apiVersion": API_VERSION, "kind": ESC_KIND,
+        "metadata": {"name": SINGLETON_NAME},
         "spec": {
             "controllerConfig": {
                 "namespace": "external-secrets",
@@ -63,8 +63,8 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
         },
     },
     "ExternalSecretsConfig (controller egress narrowed to one Vault server)": {
-        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
-        "metadata": {"name": constants.SINGLETON_NAME},
+        "apiVersion": API_VERSION, "kind": ESC_KIND,
+        "metadata": {"name": SINGLETON_NAME},
         "spec": {
             "controllerConfig": {
                 "networkPolicies": [{
@@ -77,8 +77,8 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
         },
     },
     "ExternalSecretsConfig (high availability and per-component settings)": {
-        "apiVersion": constants.API_VERSION, "kind": constants.ESC_KIND,
-        "metadata": {"name": constants.SINGLETON_NAME},
+        "apiVersion": API_VERSION, "kind": ESC_KIND,
+        "metadata": {"name": SINGLETON_NAME},
         "spec": {
             "controllerConfig": {
                 "annotations": {"example.com/owner": "platform-team"},
@@ -123,8 +123,8 @@ EXAMPLES: Mapping[str, dict[str, Any]] = {
         },
     },
     "ExternalSecretsManager (global defaults)": {
-        "apiVersion": constants.API_VERSION, "kind": constants.ESM_KIND,
-        "metadata": {"name": constants.SINGLETON_NAME},
+        "apiVersion": API_VERSION, "kind": ESM_KIND,
+        "metadata": {"name": SINGLETON_NAME},
         "spec": {
             "globalConfig": {
                 "labels": {"example.com/cost-center": "1234"},
@@ -282,13 +282,13 @@ def _resource_section(resource: crd.Resource, builder: crd.SchemaBuilder) -> lis
         f"## {resource.kind}", "",
         " ".join((resource.model.__doc__ or "").split()), "",
         "| | |", "|---|---|",
-        f"| API | `{constants.API_VERSION}`, kind `{resource.kind}`, cluster-scoped |",
+        f"| API | `{API_VERSION}`, kind `{resource.kind}`, cluster-scoped |",
         f"| Resource | `{resource.plural}` (singular `{resource.singular}`) |",
         f"| Short names | {', '.join(f'`{n}`' for n in resource.short_names)} |",
         f"| Categories | {', '.join(f'`{c}`' for c in resource.categories)} |",
         f"| `kubectl get` columns | {columns} |",
         "| Subresources | status |",
-        f"| Name | must be `{constants.SINGLETON_NAME}` (singleton) |",
+        f"| Name | must be `{SINGLETON_NAME}` (singleton) |",
         "",
         "### Fields", "",
         *_field_table(rows), "",
@@ -476,6 +476,6 @@ def render() -> str:
 
 def example_models() -> dict[str, BaseModel]:
     """The examples parsed with the models (tests use this)."""
-    kinds: dict[str, type[BaseModel]] = {constants.ESC_KIND: models.ExternalSecretsConfig,
-                                         constants.ESM_KIND: models.ExternalSecretsManager}
+    kinds: dict[str, type[BaseModel]] = {ESC_KIND: models.ExternalSecretsConfig,
+                                         ESM_KIND: models.ExternalSecretsManager}
     return {title: kinds[body["kind"]].model_validate(body) for title, body in EXAMPLES.items()}

@@ -18,8 +18,8 @@ from manager.apply.results import (
     ObjectResult,
     TerminatingObjectError,
 )
-from manager.constants import FIELD_MANAGER
-from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.client.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.names import FIELD_MANAGER
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The operator's own objects, as its watches last saw them.
 
-The child watches (manager.controllers.watches) select by the operator's managed-by label, so
+The child watches (manager.runtime.watches) select by the operator's managed-by label, so
 this holds only the operator's objects: a few dozen, however large the cluster. Most are kept
 as metadata (annotations and managedFields are all `is_converged` needs); the kinds whose
 status decides Ready (Deployments, Certificates, webhook configurations) whole.
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from manager.apply.results import ObjectRef
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
 
 GroupKind = tuple[str, str]
 Key = tuple[str, str]  # namespace ("" for cluster-scoped), name

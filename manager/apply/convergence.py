@@ -26,7 +26,7 @@ import hashlib
 import json
 from typing import Any
 
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
 
 APPLIED_HASH_ANNOTATION = "operator.openshift.io/applied-hash"
 

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from manager.kube import NOT_FOUND, ApiError, Kube
+from manager.client.kube import NOT_FOUND, ApiError, Kube
 
 
 @dataclass(frozen=True)

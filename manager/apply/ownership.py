@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from manager.apply.convergence import applied_by
 from manager.apply.results import ObjectRef
-from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
+from manager.names import FIELD_MANAGER, MANAGED_BY_LABEL
 
 HELM_RELEASE_ANNOTATION = "meta.helm.sh/release-name"
 HELM_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"

@@ -24,8 +24,8 @@ from manager.apply.cache import ObjectCache
 from manager.apply.convergence import applied_by
 from manager.apply.discovery import Discovery, Resource
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
-from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
-from manager.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.client.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.names import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.render.state import kind_rank
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from manager.kube import ApiError, JsonObject
+from manager.client.kube import ApiError, JsonObject
 
 
 @dataclass(frozen=True, order=True)

@@ -1,6 +1,6 @@
 """`gather [-o FILE.tar.gz | --dest-dir DIR]`: a support bundle of the operator and its
-operand, with no secret value in it (manager/gather.py says what it holds, manager/redact.py
-what it never shows). Nothing in the cluster is changed.
+operand, with no secret value in it (manager/offline/gather.py says what it holds,
+manager/offline/redact.py what it never shows). Nothing in the cluster is changed.
 
 The operator image runs it as `/usr/bin/gather` (hack/gather), the must-gather convention:
 `oc adm must-gather --image=<operator image>` collects `/must-gather`.
@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from manager.client.kube import ApiError, Kube
 from manager.commands import add_kubeconfig, command
-from manager.gather import gather
-from manager.kube import ApiError, Kube
+from manager.offline.gather import gather
 
 
 def register(subparsers: Any) -> None:

@@ -15,7 +15,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
-from manager import constants
+from manager.client.kube import ApiError, Kube
 from manager.commands import add_kubeconfig, command
 from manager.commands.render import (
     InputError,
@@ -23,8 +23,8 @@ from manager.commands.render import (
     environment_pairs,
     load_document,
 )
-from manager.kube import ApiError, Kube
-from manager.plan import PlanRefusedError, make_plan, print_plan
+from manager.names import ESC_KIND, ESM_KIND, OPERATOR_NAMESPACE
+from manager.offline.plan import PlanRefusedError, make_plan, print_plan
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
                        esm_help="an ExternalSecretsManager to plan with (default: the live one)",
                        env_help="a variable of the operator's environment, over those of its "
                                 "Deployment in the cluster (repeatable)")
-    parser.add_argument("--operator-namespace", default=constants.OPERATOR_NAMESPACE,
+    parser.add_argument("--operator-namespace", default=OPERATOR_NAMESPACE,
                         help="where the operator's Deployment runs, for its environment "
                              "(default: %(default)s)")
     add_kubeconfig(parser)
@@ -43,8 +43,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        esc = load_document(args.filename, constants.ESC_KIND)
-        esm = load_document(args.esm, constants.ESM_KIND) if args.esm else None
+        esc = load_document(args.filename, ESC_KIND)
+        esm = load_document(args.esm, ESM_KIND) if args.esm else None
         overrides = environment_pairs(args.env)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

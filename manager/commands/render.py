@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 import pydantic
 import yaml
 
-from manager import constants
 from manager.api.models import ExternalSecretsConfig, ExternalSecretsManager
 from manager.config import (
     ConfigError,
@@ -30,6 +29,7 @@ from manager.config import (
     effective_config,
     with_api_server_addresses,
 )
+from manager.names import ESC_KIND, ESM_KIND, SINGLETON_NAME
 from manager.render import render_operand
 
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -67,8 +67,8 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, esm_help: str,
 
 def run(args: argparse.Namespace) -> int:
     try:
-        esc = _load(args.filename, ExternalSecretsConfig, constants.ESC_KIND)
-        esm = _load(args.esm, ExternalSecretsManager, constants.ESM_KIND) if args.esm else None
+        esc = _load(args.filename, ExternalSecretsConfig, ESC_KIND)
+        esm = _load(args.esm, ExternalSecretsManager, ESM_KIND) if args.esm else None
         environment = OperatorEnvironment.from_environ(environment_pairs(args.env))
         config = with_api_server_addresses(
             effective_config(esc.spec, esm.spec if esm else None, environment),
@@ -117,10 +117,10 @@ def load_document(path: Path, kind: str) -> dict[str, Any]:
         raise InputError(f"{path}: expected one {kind} object")
     if document.get("kind", kind) != kind:
         raise InputError(f"{path}: kind: expected {kind}, got {document.get('kind')!r}")
-    name = (document.get("metadata") or {}).get("name", constants.SINGLETON_NAME)
-    if name != constants.SINGLETON_NAME:
+    name = (document.get("metadata") or {}).get("name", SINGLETON_NAME)
+    if name != SINGLETON_NAME:
         raise InputError(f"{path}: metadata.name: {kind} is a singleton, .metadata.name must "
-                         f"be '{constants.SINGLETON_NAME}'")
+                         f"be '{SINGLETON_NAME}'")
     return document
 
 

@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from manager.commands import add_kubeconfig
-from manager.controllers.runtime import DEFAULT_RESYNC_SECONDS
-from manager.leader import LEASE_NAME, LeaseTiming
-from manager.metrics_server import DEFAULT_METRICS_ADDR
+from manager.metrics_endpoint.server import DEFAULT_METRICS_ADDR
+from manager.names import LEASE_NAME
+from manager.runtime.leader import LeaseTiming
+from manager.runtime.worker import DEFAULT_RESYNC_SECONDS
 
 DEFAULT_TIMING = LeaseTiming()
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -131,7 +132,7 @@ def _add_leader_election(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from manager.operator import LeaderElectionError, OperatorOptions, run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
+    from manager.runtime.operator import LeaderElectionError, OperatorOptions, run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
 
     if bool(args.metrics_cert_file) != bool(args.metrics_key_file):
         print("error: --metrics-cert-file and --metrics-key-file go together", file=sys.stderr)

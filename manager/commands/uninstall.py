@@ -8,9 +8,9 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from manager.client.kube import ApiError, Kube
 from manager.commands import add_kubeconfig
-from manager.kube import ApiError, Kube
-from manager.uninstall import (
+from manager.steps.uninstall import (
     UninstallPlan,
     UninstallRefusedError,
     UninstallReport,

@@ -6,7 +6,7 @@ Two kinds of output:
   the operand CRDs. The bundle has no ServiceMonitor or PrometheusRule: OLM fails the whole
   InstallPlan when a bundle object's CRD is not installed, so a cluster without the
   Prometheus Operator could not install the operator (seen in tests/olm). The operator
-  applies its own at run time (manager/controllers/operator_monitoring.py); the bundle
+  applies its own at run time (manager/sidetasks/operator_monitoring.py); the bundle
   carries what they refer to (the scraper's ServiceAccount and token Secret, the CA
   ConfigMap). `bundle --check` compares these with the work tree (`make verify`).
 - build time: the operand CRDs in bundle/manifests/. They are the pinned external-secrets

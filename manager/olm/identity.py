@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from manager import __version__, constants, versions
+from manager import __version__, versions
+from manager.names import OPERATOR_DEPLOYMENT, OPERATOR_NAME, OPERATOR_NAMESPACE
 
-PACKAGE: Final = constants.OPERATOR_NAME
+PACKAGE: Final = OPERATOR_NAME
 OPERATOR_VERSION: Final = __version__
 CSV_NAME: Final = f"{PACKAGE}.v{OPERATOR_VERSION}"
 # "stable" prefix per OLM's channel naming convention; -v0 keeps 0.x releases apart from
@@ -19,12 +20,12 @@ SKIP_RANGE: Final = f"<{OPERATOR_VERSION}"
 # declared the same floor.
 MIN_KUBE_VERSION: Final = "1.31.0"
 
-NAMESPACE: Final = constants.OPERATOR_NAMESPACE
+NAMESPACE: Final = OPERATOR_NAMESPACE
 # The name the Go operator used, so RBAC audits and runbooks keep working.
-SERVICE_ACCOUNT: Final = constants.OPERATOR_DEPLOYMENT
-DEPLOYMENT: Final = constants.OPERATOR_DEPLOYMENT
+SERVICE_ACCOUNT: Final = OPERATOR_DEPLOYMENT
+DEPLOYMENT: Final = OPERATOR_DEPLOYMENT
 CONTAINER: Final = "manager"
-APP_LABEL: Final = constants.OPERATOR_NAME
+APP_LABEL: Final = OPERATOR_NAME
 
 # Where release builds push the image (`make image IMG=...` overrides it for other builds).
 OPERATOR_IMAGE_REPOSITORY: Final = "quay.io/external-secrets-operator/external-secrets-operator"
@@ -35,24 +36,24 @@ HEALTH_PORT: Final = 8081
 HEALTH_PATH: Final = "/healthz"
 # The operator's Prometheus metrics (`python -m manager run --metrics-addr`, manager.metrics).
 METRICS_PORT: Final = 8080
-METRICS_SERVICE: Final = f"{constants.OPERATOR_NAME}-metrics"
+METRICS_SERVICE: Final = f"{OPERATOR_NAME}-metrics"
 # The Secret holding the metrics serving certificate (tls.crt, tls.key): OpenShift's service CA
 # fills it (the Service's annotation below); mounted optional, so the pod starts without it.
-METRICS_TLS_SECRET: Final = f"{constants.OPERATOR_NAME}-metrics-tls"
+METRICS_TLS_SECRET: Final = f"{OPERATOR_NAME}-metrics-tls"
 METRICS_TLS_DIR: Final = "/var/run/secrets/metrics-tls"
 SERVING_CERT_ANNOTATION: Final = "service.beta.openshift.io/serving-cert-secret-name"
 # The scrape credentials of the operator's ServiceMonitor (which the operator applies at run
-# time, manager/controllers/operator_monitoring.py): a ServiceAccount granted the read of
+# time, manager/sidetasks/operator_monitoring.py): a ServiceAccount granted the read of
 # /metrics (rbac.yaml), its token Secret, and a ConfigMap the service CA fills with its CA.
 # Secrets and ConfigMaps, not files: user-workload monitoring refuses ServiceMonitors that name
 # files in the Prometheus container (bearerTokenFile, caFile).
-METRICS_SCRAPER: Final = f"{constants.OPERATOR_NAME}-metrics-scraper"
+METRICS_SCRAPER: Final = f"{OPERATOR_NAME}-metrics-scraper"
 METRICS_SCRAPER_TOKEN: Final = f"{METRICS_SCRAPER}-token"
-METRICS_CA_CONFIGMAP: Final = f"{constants.OPERATOR_NAME}-metrics-ca"
+METRICS_CA_CONFIGMAP: Final = f"{OPERATOR_NAME}-metrics-ca"
 INJECT_CA_ANNOTATION: Final = "service.beta.openshift.io/inject-cabundle"
 SERVICE_CA_KEY: Final = "service-ca.crt"
 # The operator's own ServiceMonitor and PrometheusRule, in its namespace.
-OPERATOR_RULE: Final = constants.OPERATOR_NAME
+OPERATOR_RULE: Final = OPERATOR_NAME
 # The monitoring stack's ServiceAccount on OpenShift, granted the read of /metrics (rbac.yaml).
 PROMETHEUS_SERVICE_ACCOUNT: Final = ("openshift-monitoring", "prometheus-k8s")
 # Namespaces whose Prometheus may scrape the operator (the NetworkPolicy's only ingress on the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager import constants
+from manager.names import API_VERSION, ESC_KIND, ESM_KIND, SINGLETON_NAME
 
 _ES_V1 = "external-secrets.io/v1"
 _ES_V1ALPHA1 = "external-secrets.io/v1alpha1"
@@ -20,8 +20,8 @@ _SAMPLE_NAMESPACE = "default"
 
 
 def _singleton(kind: str) -> dict[str, Any]:
-    return {"apiVersion": constants.API_VERSION, "kind": kind,
-            "metadata": {"name": constants.SINGLETON_NAME}, "spec": {}}
+    return {"apiVersion": API_VERSION, "kind": kind,
+            "metadata": {"name": SINGLETON_NAME}, "spec": {}}
 
 
 def _fake_provider() -> dict[str, Any]:
@@ -40,8 +40,8 @@ def _external_secret_spec(store_kind: str) -> dict[str, Any]:
 def alm_examples() -> list[dict[str, Any]]:
     namespaced = {"namespace": _SAMPLE_NAMESPACE}
     return [
-        _singleton(constants.ESC_KIND),
-        _singleton(constants.ESM_KIND),
+        _singleton(ESC_KIND),
+        _singleton(ESM_KIND),
         {"apiVersion": _ES_V1, "kind": "SecretStore",
          "metadata": {"name": "sample-store", **namespaced},
          "spec": {"provider": _fake_provider()}},

@@ -19,7 +19,7 @@ Metric names, and where they come from:
 - eso_operator_last_successful_pass_timestamp_seconds and eso_operator_leader: this operator
   (manager/metrics.py), scraped through its own ServiceMonitor; those alerts are in the
   operator's own PrometheusRule (`operator_alerts`), which the operator applies in its own
-  namespace at run time (manager/controllers/operator_monitoring.py). Every instance is
+  namespace at run time (manager/sidetasks/operator_monitoring.py). Every instance is
   scraped, the standby too, and only the leader (eso_operator_leader 1) runs passes.
 
 Two ways the series get their labels, and the rules are right under both:
@@ -50,17 +50,21 @@ from __future__ import annotations
 from typing import Any, Final
 
 from manager.config import EffectiveConfig
-from manager.constants import OPERATOR_DEPLOYMENT, OPERATOR_NAME
+from manager.names import (
+    DEPLOYMENT_NAMES,
+    LEASE_NAME,
+    OPERATOR_DEPLOYMENT,
+    OPERATOR_NAME,
+    WEBHOOK_CERTIFICATE,
+)
 from manager.render import labels
 from manager.render.components import CERT_CONTROLLER_APP, CONTROLLER_APP, WEBHOOK_APP
 
 RULE_GROUP: Final = "external-secrets-operand"
 OPERATOR_RULE_GROUP: Final = "external-secrets-operator"
-WEBHOOK_CERTIFICATE: Final = "external-secrets-webhook"
 CONTROLLER_METRICS_JOB: Final = "external-secrets-metrics"
 OPERATOR_METRICS_JOB: Final = "external-secrets-operator-metrics"
-DEPLOYMENTS: Final = ("external-secrets", "external-secrets-webhook",
-                      "external-secrets-cert-controller", "bitwarden-sdk-server")
+DEPLOYMENTS: Final = tuple(DEPLOYMENT_NAMES.values())
 # Seconds: a pass runs at least every resync (300 s) and retries faster while it fails.
 OPERATOR_PASS_STALE: Final = 900
 CERTIFICATE_WARNING_DAYS: Final = 7
@@ -68,10 +72,8 @@ CERTIFICATE_WARNING_DAYS: Final = 7
 # than a restart takes (the Deployment's strategy is Recreate: the old pod stops within its
 # 30 s grace, releasing the Lease, then the new one is scheduled, pulls its image, starts,
 # takes the Lease and is scraped within 30 s; a crashed leader's Lease is taken over within
-# 137 s plus a 26 s retry period, manager/leader.py LeaseTiming), with room for a slow pull.
+# 137 s plus a 26 s retry period, manager/runtime/leader.py LeaseTiming), with room for a slow pull.
 OPERATOR_DOWN_FOR: Final = "15m"
-# The leader Lease (manager/leader.py LEASE_NAME; tests/unit/test_promtool.py keeps them equal).
-OPERATOR_LEASE: Final = "external-secrets-operator-leader"
 
 
 def _alert(name: str, expr: str, duration: str, severity: str,
@@ -189,7 +191,7 @@ def operator_alerts(namespace: str) -> list[dict[str, Any]]:
             f"{namespace} get deployment,pods -l app={OPERATOR_NAME}; kubectl -n {namespace} "
             f"describe deployment {OPERATOR_DEPLOYMENT} (why no pod runs); kubectl -n "
             f"{namespace} logs -l app={OPERATOR_NAME} --prefix --tail=50; kubectl -n "
-            f"{namespace} get lease {OPERATOR_LEASE} -o yaml (holderIdentity: the pod that "
+            f"{namespace} get lease {LEASE_NAME} -o yaml (holderIdentity: the pod that "
             "leads).",
             labels={"namespace": namespace}),
     ]

@@ -43,6 +43,12 @@ from __future__ import annotations
 from typing import Final
 
 from manager.config import EffectiveConfig, Workload
+from manager.names import (
+    BITWARDEN_DEPLOYMENT,
+    CERT_CONTROLLER_DEPLOYMENT,
+    CONTROLLER_DEPLOYMENT,
+    WEBHOOK_DEPLOYMENT,
+)
 
 NAMESPACE: Final = "namespace"
 CONTROLLER: Final = "controller"
@@ -67,10 +73,10 @@ COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_
                      DISRUPTION_BUDGET, MONITORING, MONITORING_CERT_CONTROLLER)
 
 # app.kubernetes.io/name of each component's objects (and pods).
-CONTROLLER_APP: Final = "external-secrets"
-WEBHOOK_APP: Final = "external-secrets-webhook"
-CERT_CONTROLLER_APP: Final = "external-secrets-cert-controller"
-BITWARDEN_APP: Final = "bitwarden-sdk-server"
+CONTROLLER_APP: Final = CONTROLLER_DEPLOYMENT
+WEBHOOK_APP: Final = WEBHOOK_DEPLOYMENT
+CERT_CONTROLLER_APP: Final = CERT_CONTROLLER_DEPLOYMENT
+BITWARDEN_APP: Final = BITWARDEN_DEPLOYMENT
 APP_NAMES: Final = {
     NAMESPACE: CONTROLLER_APP,
     CONTROLLER: CONTROLLER_APP,

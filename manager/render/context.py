@@ -32,6 +32,12 @@ from manager.config import (
     ProxySettings,
     WorkloadSettings,
 )
+from manager.names import (
+    DEPLOYMENT_NAMES,
+    WEBHOOK_CERTIFICATE,
+    WEBHOOK_SECRET,
+    WEBHOOK_SECRET_CERT_MANAGER,
+)
 from manager.render import labels
 from manager.render.alerts import monitoring_context
 from manager.render.components import (
@@ -72,10 +78,7 @@ RESTRICTED_POD_SECURITY_CONTEXT: Final = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
-# Names of the Secrets holding the webhook's serving certificate (not secrets themselves).
-WEBHOOK_SECRET: Final = "external-secrets-webhook"  # noqa: S105
 WEBHOOK_CONFIGURATIONS: Final = ("externalsecret-validate", "secretstore-validate")
-WEBHOOK_SECRET_CERT_MANAGER: Final = "external-secrets-webhook-cm"  # noqa: S105
 INJECT_CA_FROM: Final = "cert-manager.io/inject-ca-from"
 
 TRUSTED_CA_CONFIGMAP: Final = "external-secrets-trusted-ca-bundle"
@@ -107,10 +110,6 @@ LOADED_ONCE: Final[dict[str, tuple[LoadedSource, ...]]] = {
 }
 LOADED_CONTENT_ANNOTATION: Final = "operator.openshift.io/loaded-content-hash"
 
-# The Deployment names (also the PodDisruptionBudgets').
-DEPLOYMENT_NAMES: Final = {"controller": "external-secrets", "webhook": "external-secrets-webhook",
-                           "cert-controller": "external-secrets-cert-controller",
-                           "bitwarden": "bitwarden-sdk-server"}
 
 
 def webhook_secret(cert_manager: CertManagerSettings) -> str:
@@ -266,7 +265,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             "lookahead_interval": config.webhook_lookahead_interval,
             "certificate_secret": webhook_secret(cert_manager),
             "annotations": (
-                {INJECT_CA_FROM: f"{config.namespace}/external-secrets-webhook"}
+                {INJECT_CA_FROM: f"{config.namespace}/{WEBHOOK_CERTIFICATE}"}
                 if cert_manager.enabled and cert_manager.add_injector_annotations else None
             ),
             "ca_bundle": (cert_manager.bundle_overlap or cert_manager.ca_bundle)

@@ -20,17 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from manager import constants
+from manager.names import MANAGED_BY_LABEL, OPERATOR_NAME
 
 APP: Final = "external-secrets"
 INSTANCE: Final = "external-secrets"
-PART_OF: Final = constants.OPERATOR_NAME
-MANAGED_BY: Final = constants.OPERATOR_NAME
+PART_OF: Final = OPERATOR_NAME
+MANAGED_BY: Final = OPERATOR_NAME
 
 NAME_KEY: Final = "app.kubernetes.io/name"
 INSTANCE_KEY: Final = "app.kubernetes.io/instance"
 VERSION_KEY: Final = "app.kubernetes.io/version"
-MANAGED_BY_KEY: Final = constants.MANAGED_BY_LABEL
+MANAGED_BY_KEY: Final = MANAGED_BY_LABEL
 PART_OF_KEY: Final = "app.kubernetes.io/part-of"
 
 # The selector a pruner uses to find every object the operator manages.

@@ -16,7 +16,7 @@ import pytest_asyncio
 import yaml
 
 from manager.api.docs import EXAMPLES
-from manager.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube
 from manager.paths import REPO_ROOT
 from tests.api.cases import Case, error_path, load_cases, stored_body
 from tests.conftest import Cluster

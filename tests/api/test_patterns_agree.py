@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from manager import kube_values
 from manager.api import patterns
-from manager.kube import CRD_COLLECTION, ApiError, Kube
+from manager.client.kube import CRD_COLLECTION, ApiError, Kube
 
 GROUP = "patterns.test.eso.local"
 NAME = f"probes.{GROUP}"

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from manager.kube import Kube
-from manager.operator import OperatorOptions
+from manager.client.kube import Kube
+from manager.runtime.operator import OperatorOptions
 from tests.conftest import Cluster
 from tests.disruption import figures
 from tests.disruption.figures import (  # re-exported for the test modules

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from manager.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube
 from manager.paths import REPO_ROOT
 from tests.integration.conftest import EscHandle, wait_condition
 from tests.samplers import (
@@ -470,7 +470,7 @@ def _short(answer: str) -> str:
     """The telling part of an answer: a webhook call's error ("no endpoints available",
     "EOF"), or the API server's own."""
     status, _, text = answer.partition(" ")
-    if status == "0":  # no HTTP answer at all (manager.kube: a connection error)
+    if status == "0":  # no HTTP answer at all (manager.client.kube: a connection error)
         return "no answer from the API server"
     if "failed to call webhook" in text:
         text = text.rsplit(": ", 1)[-1]

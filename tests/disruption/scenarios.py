@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from devcluster.runner import PRE_STOP_SCALE, pre_stop_sleep
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.disruption.conftest import (
     NAMESPACE,
     PODS,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from manager.kube import ApiError
+from manager.client.kube import ApiError
 from tests.disruption.conftest import (
     FIGURES,
     NAMESPACE,

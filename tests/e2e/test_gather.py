@@ -30,7 +30,7 @@ import yaml
 from devcluster import crds
 from devcluster import images as image_map
 from devcluster.pods import ImageEntry
-from manager.gather import SECURE_METRICS
+from manager.offline.gather import SECURE_METRICS
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret, counts_as_installed

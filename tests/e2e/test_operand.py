@@ -30,8 +30,7 @@ import openshift_client as oc
 import pytest
 
 from devcluster.crds import fetched_dir as fetched_crds
-from manager.constants import DEFAULT_OPERAND_NAMESPACE
-from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.names import DEFAULT_OPERAND_NAMESPACE, WEBHOOK_SECRET_CERT_MANAGER
 from tests.certificates import self_signed_ca, signed_key_pair
 from tests.conftest import CertManager, Cluster
 from tests.e2e import bitwarden

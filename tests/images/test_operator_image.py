@@ -31,9 +31,9 @@ import yaml
 
 from devcluster import controlplane
 from manager import __version__
-from manager.kube import Kube, install_crds
-from manager.operator import CRDS_DIR, load_crds
+from manager.client.kube import Kube, install_crds
 from manager.paths import REPO_ROOT
+from manager.runtime.operator import CRDS_DIR, load_crds
 from tests.conftest import Cluster
 from tests.e2e.operator_process import assert_log_clean, free_port
 from tests.metrics_scrape import get_metrics_sync

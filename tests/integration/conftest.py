@@ -16,7 +16,7 @@ The ExternalSecretsConfig is a singleton and one cluster serves the whole sessio
 scenarios run one after another, each with its own operand namespace. The operand really
 runs (the pod runner starts its processes), so after each scenario the `esc` fixture
 deletes the ESC and then removes the operand the way an administrator would
-(manager.uninstall): two operands at once would fight over the cluster-scoped webhook
+(manager.steps.uninstall): two operands at once would fight over the cluster-scoped webhook
 configurations. The scenario namespaces, and the user objects in them (an ExternalSecret, a
 SecretStore, a Secret without our labels), are created once per module, while no operand
 webhook configuration exists (a configuration whose webhook is not served would refuse them).
@@ -43,12 +43,12 @@ import pytest_asyncio
 import yaml
 
 from devcluster.crds import OPENSHIFT_CONFIG_API, OPENSHIFT_CONFIG_OBJECTS
-from manager.constants import FIELD_MANAGER
-from manager.controllers.runtime import OperatorRuntime
-from manager.kube import CRD_COLLECTION, ApiError, Kube, install_crds
-from manager.operator import CRDS_DIR, OperatorOptions, load_crds, serve
+from manager.client.kube import CRD_COLLECTION, ApiError, Kube, install_crds
+from manager.names import FIELD_MANAGER
 from manager.paths import REPO_ROOT
 from manager.render.state import renderable_kinds
+from manager.runtime.operator import CRDS_DIR, OperatorOptions, load_crds, serve
+from manager.runtime.worker import OperatorRuntime
 from tests.conftest import Cluster
 from tests.e2e.operator_process import log_problems
 from tests.operand import counts_as_installed, remove_operand
@@ -64,7 +64,7 @@ MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # One operand namespace per scenario (the default one for the `spec: {}` install).
-CONDITION_MESSAGE_LIMIT = 160  # manager.controllers.summary.LIMIT, stated here on purpose
+CONDITION_MESSAGE_LIMIT = 160  # manager.reporting.summary.LIMIT, stated here on purpose
 SCENARIO_NAMESPACES = {
     "install": "external-secrets",
     "bitwarden": "eso-it-bitwarden",
@@ -175,7 +175,7 @@ class _RecordingHandler(logging.Handler):
 def _record_requests() -> Iterator[None]:
     aiohttp.ClientSession._request = _recording_request  # type: ignore[method-assign]
     handler = _RecordingHandler()
-    runtime_logger = logging.getLogger("manager.controllers.runtime")
+    runtime_logger = logging.getLogger("manager.runtime.worker")
     level = runtime_logger.level
     runtime_logger.setLevel(logging.INFO)  # the pass lines
     logging.getLogger().addHandler(handler)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.constants import FIELD_MANAGER
-from manager.kube import Kube
+from manager.client.kube import Kube
+from manager.names import FIELD_MANAGER
 from tests.integration.conftest import (
     EscHandle,
     StartOperator,

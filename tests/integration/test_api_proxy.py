@@ -4,7 +4,7 @@ OLM copies the cluster-wide proxy into the operator's environment (HTTP_PROXY, H
 NO_PROXY) for the operand; the API server is inside the cluster, and a proxy outside it
 would not reach it. Only a kubeconfig's `proxy-url` may route the operator's requests. With
 every proxy variable pointing at a listener that counts connections, the operator's client
-(manager/kube.py) and kopf's (logged in by manager/controllers/handlers.py) talk to the real
+(manager/client/kube.py) and kopf's (logged in by manager/runtime/handlers.py) talk to the real
 API server directly: the listener sees no connection.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import pytest
 
-from manager.credentials import load_credentials
-from manager.kube import Kube
+from manager.client.credentials import load_credentials
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import OperatorThread
 from tests.proxy_listener import counting_listener

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from manager.controllers import ca_overlap
-from manager.controllers.readiness import certificates
-from manager.kube import Kube, install_crds
-from manager.operator import load_crds
-from manager.render.context import WEBHOOK_SECRET_CERT_MANAGER
+from manager.client.kube import Kube, install_crds
+from manager.names import WEBHOOK_SECRET_CERT_MANAGER
+from manager.runtime.operator import load_crds
+from manager.steps import ca_overlap
+from manager.steps.readiness import certificates
 from tests.conftest import CertManager
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from manager.kube import CRD_COLLECTION, ApiError, Kube
+from manager.client.kube import CRD_COLLECTION, ApiError, Kube
 from tests.conftest import Cluster
 
 GROUP = "widgets.test.eso.local"

@@ -9,9 +9,9 @@ from typing import Any
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.apply import Action, Applier, Discovery, ObjectRef, Pruner
 from manager.apply.cache import ObjectCache
+from manager.client.kube import Kube
 from manager.config import OperatorEnvironment, effective_config
-from manager.constants import MANAGED_BY_LABEL, OPERATOR_NAME
-from manager.kube import Kube
+from manager.names import MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.render import render_operand
 from tests.integration.conftest import SCENARIO_NAMESPACES, UserObjects
 

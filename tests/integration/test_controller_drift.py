@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from manager.apply.results import ObjectRef
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
@@ -31,7 +31,7 @@ from tests.integration.conftest import (
 NAMESPACE = SCENARIO_NAMESPACES["drift"]
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/external-secrets"
 REPAIR_SECONDS = 10.0
-# The reason a watch event of that Deployment gives a pass (manager.controllers.watches).
+# The reason a watch event of that Deployment gives a pass (manager.runtime.watches).
 CHURNED_REASON = "modified Deployment external-secrets"
 
 
@@ -112,7 +112,7 @@ async def test_foreign_labels_and_status_churn_cause_no_writes(
     nothing. Status churn that Ready does not depend on (the messages and times of a
     Deployment's conditions, rewritten on the status subresource) does not even start a pass,
     and nothing is written either."""
-    caplog.set_level(logging.INFO, logger="manager.controllers.runtime")
+    caplog.set_level(logging.INFO, logger="manager.runtime.worker")
     await installed.wait_idle()
     installed.log.forget_requests()
     before = installed.passes

@@ -8,11 +8,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from manager.api.models import ExternalSecretsConfigSpec
+from manager.client.kube import Kube
 from manager.config import OperatorEnvironment, effective_config
-from manager.constants import FIELD_MANAGER
-from manager.controllers.status import CONTROLLER_NAMES
-from manager.kube import Kube
+from manager.names import FIELD_MANAGER
 from manager.render import render_operand
+from manager.reporting.status import CONTROLLER_NAMES
 from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,

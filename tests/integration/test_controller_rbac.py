@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from manager.api.models import ExternalSecretsConfigSpec
+from manager.client.kube import Kube
 from manager.config import OperatorEnvironment, effective_config
-from manager.controllers.status import CONTROLLER_NAMES
-from manager.kube import Kube
 from manager.render import render_operand
+from manager.reporting.status import CONTROLLER_NAMES
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESM_PATH,

@@ -9,9 +9,9 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from manager.controllers.runtime import STANDING_WATCHES
-from manager.controllers.status import ESC_DELETED_SUMMARY
-from manager.kube import Kube
+from manager.client.kube import Kube
+from manager.reporting.status import ESC_DELETED_SUMMARY
+from manager.runtime.worker import STANDING_WATCHES
 from tests.integration.conftest import (
     ESC_API,
     ESM_PATH,
@@ -71,7 +71,7 @@ BUILT_IN_GROUP_VERSION = re.compile(
     r"/api/v1|/apis/(apps|rbac\.authorization\.k8s\.io|apiextensions\.k8s\.io|"
     r"admissionregistration\.k8s\.io|networking\.k8s\.io|policy|coordination\.k8s\.io)/v1")
 # kopf scans these once at start-up, with its own client, for its own watches (Namespaces,
-# CRDs, webhook configurations), which the operator switches off (controllers/handlers.py).
+# CRDs, webhook configurations), which the operator switches off (runtime/handlers.py).
 KOPF_SCANS = {"/api/v1", "/apis/apiextensions.k8s.io/v1",
               "/apis/admissionregistration.k8s.io/v1"}
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from manager.controllers import ca_overlap
-from manager.controllers.crd_annotator import INJECT_CA_FROM, is_operand_crd
-from manager.kube import CRD_COLLECTION, Kube, install_crds
-from manager.operator import load_crds
+from manager.client.kube import CRD_COLLECTION, Kube, install_crds
+from manager.names import is_operand_crd
+from manager.runtime.operator import load_crds
+from manager.sidetasks.crd_annotator import INJECT_CA_FROM
+from manager.steps import ca_overlap
 from tests.conftest import CertManager
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import ESC_API, ESM_PATH, USER_NAMESPACE, UserObjects
 

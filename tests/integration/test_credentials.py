@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from manager.credentials import Credentials, TokenFile, load_credentials
-from manager.kube import ApiError, Kube
+from manager.client.credentials import Credentials, TokenFile, load_credentials
+from manager.client.kube import ApiError, Kube
 from tests.conftest import Cluster
 
 NAMESPACE = "eso-it-credentials"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,

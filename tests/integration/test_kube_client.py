@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from manager.kube import MAX_CONCURRENT_REQUESTS, TLS_READ_BUFFER, Kube
+from manager.client.kube import MAX_CONCURRENT_REQUESTS, TLS_READ_BUFFER, Kube
 from tests.conftest import Cluster
 
 REQUESTS = 5 * MAX_CONCURRENT_REQUESTS

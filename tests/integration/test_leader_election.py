@@ -1,4 +1,5 @@
-"""Leader election between real operator processes (manager/leader.py), on the local API server.
+"""Leader election between real operator processes (manager/runtime/leader.py), on the local
+API server.
 
 Each candidate is `python -m manager run --leader-elect` with short timings (lease 4 s, renew
 deadline 3 s, retry 1 s), authenticated as the operator's ServiceAccount with the shipped RBAC
@@ -33,9 +34,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from manager.kube import Kube
-from manager.leader import LEASE_NAME, Attempt, LeaderElector, LeaseTiming, micro_time
+from manager.client.kube import Kube
+from manager.names import LEASE_NAME
 from manager.paths import REPO_ROOT
+from manager.runtime.leader import Attempt, LeaderElector, LeaseTiming, micro_time
 from tests.e2e.operator_process import assert_log_clean, free_port
 from tests.integration.conftest import eventually
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE

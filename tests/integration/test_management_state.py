@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from manager.kube import Kube
-from manager.uninstall import plan_uninstall
+from manager.client.kube import Kube
+from manager.steps.uninstall import plan_uninstall
 from tests.integration.conftest import (
     ESC_API,
     MANAGED,

@@ -8,7 +8,7 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.e2e.operator_process import free_port
 from tests.integration.conftest import (
     SCENARIO_NAMESPACES,

@@ -18,11 +18,11 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from manager import metrics_tls
-from manager.kube import Kube
-from manager.metrics_auth import MetricsAccess
-from manager.metrics_server import METRICS_PATH, MetricsServer
-from manager.metrics_tls import ServingTLS
+from manager.client.kube import Kube
+from manager.metrics_endpoint import tls as metrics_tls
+from manager.metrics_endpoint.auth import MetricsAccess
+from manager.metrics_endpoint.server import METRICS_PATH, MetricsServer
+from manager.metrics_endpoint.tls import ServingTLS
 from manager.tls_profile import profile_of, python_tls_policy
 from tests.integration.conftest import eventually
 from tests.metrics_scrape import READER_ROLE, get_metrics, service_account_token
@@ -174,7 +174,7 @@ def served_fingerprint(port: int) -> str:
 async def test_certificate_files_are_served_when_they_appear_and_when_they_change(
         kube: Kube, tokens: dict[str, str], tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="manager.metrics_tls")
+    caplog.set_level(logging.INFO, logger="manager.metrics_endpoint.tls")
     secret = tmp_path / "metrics-tls"
     secret.mkdir()
     first, second = make_pair(tmp_path, "first"), make_pair(tmp_path, "second")

@@ -15,11 +15,11 @@ import pytest_asyncio
 from prometheus_client import REGISTRY
 
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.client.kube import CRD_COLLECTION, Kube, install_crds
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
-from manager.controllers.status import CONTROLLER_ESM
-from manager.kube import CRD_COLLECTION, Kube, install_crds
-from manager.operator import load_crds
 from manager.render import render_operand
+from manager.reporting.status import CONTROLLER_ESM
+from manager.runtime.operator import load_crds
 from tests.integration.conftest import (
     ESM_PATH,
     MANAGED,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.integration.conftest import (
     MANAGED,
     SCENARIO_NAMESPACES,

@@ -3,7 +3,7 @@ cluster-scoped objects another operand namespace uses."""
 
 from __future__ import annotations
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,

@@ -47,11 +47,11 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
         await wait_condition(esc, "Ready", "True", timeout=60)
         # Before the runtime's two lines only the metrics certificate's (self-signed here).
         lines = log_lines(log)
-        runtime = next(i for i, line in enumerate(lines) if " manager.controllers.runtime " in line)
+        runtime = next(i for i, line in enumerate(lines) if " manager.runtime.worker " in line)
         assert all(" action=metrics-certificate " in line for line in lines[:runtime]), \
             "\n".join(line[24:160] for line in lines[:runtime + 2])  # without the time
         first, second = lines[runtime:runtime + 2]
-        assert " INFO manager.controllers.runtime action=start " in first, first
+        assert " INFO manager.runtime.worker action=start " in first, first
         assert f"operandNamespace={namespace} " in first
         server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]
         assert f"apiServer={server['server']} " in first
@@ -67,10 +67,10 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
 
         async def warned() -> None:
             lines = log_lines(log)
-            assert any(" WARNING manager.controllers.runtime action=pass " in line
+            assert any(" WARNING manager.runtime.worker action=pass " in line
                        and "result=Degraded" in line and " retry_in=" in line
                        for line in lines), lines[-5:]
-            assert any(" WARNING manager.controllers.reconciler action=status " in line
+            assert any(" WARNING manager.runtime.reconciler action=status " in line
                        and "reason=BitwardenSecretNotFound" in line for line in lines)
 
         await eventually(warned)

@@ -15,12 +15,12 @@ import yaml
 
 from manager.apply import Action, Discovery
 from manager.apply.cache import ObjectCache
+from manager.client.kube import Kube
 from manager.config import OperatorEnvironment
-from manager.controllers.events import EventRecorder
-from manager.controllers.reconciler import PassReport, Reconciler
-from manager.kube import Kube
+from manager.offline.plan import Plan, PlanRefusedError, make_plan
 from manager.paths import REPO_ROOT
-from manager.plan import Plan, PlanRefusedError, make_plan
+from manager.reporting.events import EventRecorder
+from manager.runtime.reconciler import PassReport, Reconciler
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,
@@ -137,7 +137,7 @@ async def test_plan_and_the_pass_decide_alike(*, kube: Kube, esc: EscHandle,
                                              user_objects: UserObjects) -> None:
     """Fed the same cluster, `plan` lists exactly what the next pass writes and deletes, and
     refuses what the pass refuses, for the same reason: both execute one decision
-    (manager/controllers/pass_decision.py). The pass runs in-process, without watches."""
+    (manager/steps/pass_decision.py). The pass runs in-process, without watches."""
     namespace = SCENARIO_NAMESPACES["plan-pass"]
     # A real key pair: the passes create bitwarden-sdk-server's Deployment, whose pod runs
     # (nothing here waits for it to be Ready, but it should not crash-loop meanwhile).

@@ -1,5 +1,5 @@
 """SIGTERM at any moment of start-up stops the operator promptly, and a leader releases the
-Lease it took (manager/operator.py, module docstring: stopping).
+Lease it took (manager/runtime/operator.py, module docstring: stopping).
 
 Each run is `python -m manager run --leader-elect` against the real API server, as the
 operator's ServiceAccount (the shipped RBAC), with the short timings of
@@ -29,9 +29,10 @@ from typing import Any, cast
 import pytest
 
 from manager.apply.discovery import Discovery
-from manager.controllers.watches import Watcher, WatchSpec
-from manager.kube import Kube
-from manager.operator import StopRequest, _cancel_again_while_stopping
+from manager.client.kube import Kube
+from manager.client.watch_spec import WatchSpec
+from manager.runtime.operator import StopRequest, _cancel_again_while_stopping
+from manager.runtime.watches import Watcher
 from tests.e2e.operator_process import assert_log_clean
 from tests.integration.test_leader_election import LEASE_PATH, Candidate
 from tests.resilience.conftest import (  # noqa: F401 (fixtures)

@@ -19,7 +19,7 @@ from dataclasses import replace
 import pytest
 import pytest_asyncio
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.e2e.operator_process import free_port
 from tests.samplers import SyncSampler
 from tests.waiting import eventually

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESM_PATH,

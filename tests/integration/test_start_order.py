@@ -20,9 +20,10 @@ import pytest_asyncio
 
 from manager.apply import discovery as discovery_module
 from manager.apply.discovery import Discovery
-from manager.controllers.watches import Watcher, WatchSpec
-from manager.kube import CRD_COLLECTION, Kube, install_crds
-from manager.operator import CRDS_DIR, load_crds
+from manager.client.kube import CRD_COLLECTION, Kube, install_crds
+from manager.client.watch_spec import WatchSpec
+from manager.runtime.operator import CRDS_DIR, load_crds
+from manager.runtime.watches import Watcher
 from tests.integration.conftest import (
     ESC_API,
     ESM_PATH,

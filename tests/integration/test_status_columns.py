@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from manager.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     CONDITION_MESSAGE_LIMIT,

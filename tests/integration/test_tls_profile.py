@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from manager.apply.results import ObjectRef
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.tls_profile import TLSVersionName
 from tests.conftest import Cluster
 from tests.e2e.operator_process import free_port

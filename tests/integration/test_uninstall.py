@@ -11,9 +11,9 @@ import sys
 from functools import partial
 from typing import Any
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.render.state import APPLY_ORDER, renderable_kinds
-from manager.uninstall import plan_uninstall
+from manager.steps.uninstall import plan_uninstall
 from tests.conftest import Cluster
 from tests.integration.conftest import (
     ESC_API,

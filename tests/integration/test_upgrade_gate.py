@@ -17,10 +17,10 @@ import pytest
 import pytest_asyncio
 
 from devcluster import olm
-from manager.controllers.crd_annotator import CRD_COLLECTION
-from manager.controllers.upgrade_gate import OPERATOR_CONDITIONS_CRD
-from manager.kube import Kube, install_crds
-from manager.operator import load_crds
+from manager.client.kube import Kube, install_crds
+from manager.names import CRD_COLLECTION
+from manager.runtime.operator import load_crds
+from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD
 from tests.integration.conftest import ESC_API, EscHandle, OperatorThread, StartOperator, eventually
 
 NAMESPACE = "eso-it-gate"  # where the operator "runs" (POD_NAMESPACE) and OLM's object is
@@ -62,7 +62,7 @@ def gate_requests(operator: OperatorThread) -> list[tuple[str, str]]:
 
 @pytest.fixture(autouse=True)
 def _gate_lines_recorded(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="manager.controllers.upgrade_gate")
+    caplog.set_level(logging.INFO, logger="manager.sidetasks.upgrade_gate")
 
 
 def gate_lines(operator: OperatorThread) -> list[str]:

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from devcluster import images as image_map
-from manager.controllers import readiness
-from manager.controllers.watches import UNRESOLVED_RECHECK_MAX
-from manager.kube import Kube
+from manager.client.kube import Kube
+from manager.runtime.watches import UNRESOLVED_RECHECK_MAX
+from manager.steps import readiness
 from tests.certificates import self_signed_ca
 from tests.conftest import Cluster
 from tests.integration.conftest import (

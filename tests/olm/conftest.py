@@ -47,7 +47,7 @@ import pytest_asyncio
 from devcluster import catalog, controlplane, olm
 from devcluster import images as image_map
 from devcluster.cluster import SimulatedCluster
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.disruption.figures import Watched

@@ -31,8 +31,8 @@ import pytest_asyncio
 from devcluster import catalog, olm
 from devcluster.controlplane import KUBERNETES_SERVICE
 from devcluster.netns import socket_of
-from manager.kube import Kube
-from manager.leader import LEASE_NAME
+from manager.client.kube import Kube
+from manager.names import LEASE_NAME
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import assert_log_clean

@@ -40,8 +40,8 @@ from devcluster import images as image_map
 from devcluster.api import answers_ok
 from devcluster.cluster import SimulatedCluster
 from devcluster.registry import BINARY
-from manager import constants
-from manager.kube import Kube
+from manager.client.kube import Kube
+from manager.names import DEFAULT_OPERAND_NAMESPACE
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.certificates import self_signed_ca, signed_key_pair
@@ -148,7 +148,7 @@ async def subscribed_and_installed(cluster: OlmCluster, images: dict[str, str]) 
 
 # --- the operand from its images (test_mirror.py checks the same on a mirror) -----------------
 
-OPERAND_NAMESPACE = constants.DEFAULT_OPERAND_NAMESPACE  # the ESC's default
+OPERAND_NAMESPACE = DEFAULT_OPERAND_NAMESPACE  # the ESC's default
 BITWARDEN_SECRET = "bitwarden-tls"  # the administrator's key pair (secretRef)
 ESC_SPEC: dict[str, Any] = {"appConfig": {"bitwardenSecretManagerProvider": {
     "enabled": "true", "secretRef": {"name": BITWARDEN_SECRET}}}}

@@ -41,7 +41,7 @@ import pytest_asyncio
 from devcluster import controlplane, published
 from devcluster.cluster import SimulatedCluster
 from devcluster.registry import BINARY, Registry
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.e2e.operator_process import assert_log_clean, free_port

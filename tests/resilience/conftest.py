@@ -35,9 +35,9 @@ import pytest_asyncio
 
 from devcluster import controlplane
 from manager.apply.discovery import Discovery
-from manager.kube import ApiError, Kube, install_crds
-from manager.operator import load_crds
+from manager.client.kube import ApiError, Kube, install_crds
 from manager.paths import REPO_ROOT
+from manager.runtime.operator import load_crds
 from tests.conftest import Cluster
 from tests.e2e.operator_process import assert_log_clean, free_port
 from tests.integration import conftest as integration

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from devcluster.controlplane import LocalControlPlane
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.integration.conftest import EscHandle, eventually, managed_objects
 from tests.resilience.conftest import (
     AuditLog,
@@ -163,7 +163,7 @@ async def test_operator_survives_an_api_server_restart(
 
 FIGHT_SECONDS = 10.0
 FIGHT_INTERVAL = 0.1
-MIN_PASS_INTERVAL = 0.2  # manager.controllers.queue.MIN_PASS_INTERVAL_SECONDS
+MIN_PASS_INTERVAL = 0.2  # manager.runtime.queue.MIN_PASS_INTERVAL_SECONDS
 # The slow round: a writer far slower than the limiter, so the limiter bounds nothing and the
 # passes must be paid for by the foreign writes themselves (see the round's comments).
 SLOW_WRITES = 6

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from manager.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube
 from tests.integration.conftest import ESC_API, ESM_PATH, eventually, managed_objects
 from tests.integration.test_controller_rbac import OPERATOR_NAMESPACE
 from tests.resilience.conftest import (

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from manager.api.models import ExternalSecretsConfigSpec
+from manager.client.kube import Kube, install_crds
 from manager.config import OperatorEnvironment, effective_config
-from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL
-from manager.kube import Kube, install_crds
-from manager.leader import LEASE_NAME
-from manager.operator import load_crds
+from manager.names import FIELD_MANAGER, LEASE_NAME, MANAGED_BY_LABEL
 from manager.render import render_operand
 from manager.render.state import renderable_kinds
+from manager.runtime.operator import load_crds
 from tests.conftest import CertManager
 from tests.integration.conftest import (
     ESC_API,

@@ -19,8 +19,8 @@ from manager.apply.results import (
     ObjectResult,
     TerminatingObjectError,
 )
-from manager.constants import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
-from manager.kube import ApiError, JsonObject
+from manager.client.kube import ApiError, JsonObject
+from manager.names import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.render.state import APPLY_ORDER, APPLY_STAGES, apply_stage, kind_rank, renderable_kinds
 
 # --- ObjectRef ------------------------------------------------------------------------------

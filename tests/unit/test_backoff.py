@@ -1,9 +1,9 @@
-"""manager.controllers.backoff: the delays of the retries of a pass that did not settle."""
+"""manager.runtime.backoff: the delays of the retries of a pass that did not settle."""
 
 from __future__ import annotations
 
-from manager.controllers.backoff import Backoff
-from manager.controllers.status import OutcomeKind
+from manager.reporting.status import OutcomeKind
+from manager.runtime.backoff import Backoff
 
 DEGRADED, PROGRESSING, RETRYING = (OutcomeKind.DEGRADED, OutcomeKind.PROGRESSING,
                                    OutcomeKind.RETRYING)

@@ -1,4 +1,4 @@
-"""The caBundle while the webhook pods move to a new CA (manager/controllers/ca_overlap.py)."""
+"""The caBundle while the webhook pods move to a new CA (manager/steps/ca_overlap.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import base64
 import pytest
 
 from manager.config import CertManagerSettings
-from manager.controllers import ca_overlap
-from manager.controllers.readiness import certificates
-from manager.render.context import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER, webhook_secret
+from manager.names import WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER
+from manager.render.context import webhook_secret
+from manager.steps import ca_overlap
+from manager.steps.readiness import certificates
 from tests.certificates import self_signed_ca
 
 NEW_SECRET = WEBHOOK_SECRET_CERT_MANAGER

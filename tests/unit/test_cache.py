@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from manager.apply.cache import ObjectCache
 from manager.apply.results import ObjectRef
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
 
 KIND = ("apps", "Deployment")
 REF = ObjectRef("apps/v1", "Deployment", "es", "external-secrets")

@@ -1,6 +1,6 @@
-"""Pure parts of manager.controllers: what wakes a pass (watch fingerprints, dependency
-watches), how a failure is classified, when pruning may run, and the per-controller states
-the ESM status is built from."""
+"""Pure parts of the pass and the runtime (manager/steps, reporting, runtime): what wakes a
+pass (watch fingerprints, dependency watches), how a failure is classified, when pruning may
+run, and the per-controller states the ESM status is built from."""
 
 from __future__ import annotations
 
@@ -16,18 +16,21 @@ from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.apply.ownership import ForeignObjectsError
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
+from manager.client.kube import ApiError, JsonObject, Kube, own_namespace
+from manager.client.watch_spec import WatchSpec
 from manager.config import ConfigError, EffectiveConfig, OperatorEnvironment, effective_config
-from manager.constants import FIELD_MANAGER
-from manager.controllers import esm_status, events, failures, pass_events, status
-from manager.controllers.crd_annotator import (
-    INJECT_CA_FROM,
-    AnnotatorReport,
-    _owns_annotation,
-    is_operand_crd,
-)
-from manager.controllers.facts import ClusterFacts
-from manager.controllers.failures import api_outcome, config_outcome, failed_outcome
-from manager.controllers.preflight import (
+from manager.names import FIELD_MANAGER, is_operand_crd
+from manager.render import render_operand
+from manager.reporting import esm_status, events, failures, pass_events, status
+from manager.reporting.esm_status import AnnotatorReport
+from manager.reporting.failures import api_outcome, config_outcome, failed_outcome
+from manager.reporting.status import Outcome, OutcomeKind
+from manager.runtime.pass_watches import CHILD_WATCHES, operand_pod_watch
+from manager.runtime.reconciler import PassReport, _recheck_in
+from manager.runtime.watches import fingerprint
+from manager.sidetasks.crd_annotator import INJECT_CA_FROM, _owns_annotation
+from manager.steps.facts import ClusterFacts
+from manager.steps.preflight import (
     CALLING_OUT,
     MissingDependencyError,
     _bitwarden_alternative,
@@ -35,16 +38,6 @@ from manager.controllers.preflight import (
     dependency_watches,
     deployments,
 )
-from manager.controllers.reconciler import (
-    CHILD_WATCHES,
-    PassReport,
-    _recheck_in,
-    operand_pod_watch,
-)
-from manager.controllers.status import Outcome, OutcomeKind
-from manager.controllers.watches import WatchSpec, fingerprint
-from manager.kube import ApiError, JsonObject, Kube, own_namespace
-from manager.render import render_operand
 
 
 def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
@@ -222,7 +215,7 @@ def test_a_bitwarden_certificate_we_issue_is_watched_for_its_renewals() -> None:
 
 
 def test_the_issued_webhook_secret_is_watched() -> None:
-    # Its ca.crt becomes the webhooks' caBundle without the CA injector (controllers/facts.py),
+    # Its ca.crt becomes the webhooks' caBundle without the CA injector (steps/facts.py),
     # and is what the caBundle must include with it (readiness.py).
     secrets = {spec.field_selector for spec in dependency_watches(config(CERT_MANAGER))
                if spec.kind == "Secret"}

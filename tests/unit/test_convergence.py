@@ -22,8 +22,8 @@ from manager.apply.convergence import (
     owns_all,
     prepare_for_apply,
 )
-from manager.constants import FIELD_MANAGER
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
+from manager.names import FIELD_MANAGER
 
 # --- building blocks ------------------------------------------------------------------------
 

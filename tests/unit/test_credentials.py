@@ -1,4 +1,4 @@
-"""Reading kubeconfigs and in-cluster credentials (manager.credentials), file by file."""
+"""Reading kubeconfigs and in-cluster credentials (manager.client.credentials), file by file."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from manager.credentials import (
+from manager.client.credentials import (
     CredentialsError,
     in_cluster,
     load_credentials,

@@ -1,5 +1,5 @@
-"""The pure part of leader election (manager.leader): what a candidate decides from the Lease
-it read, and what it writes; and when a leader whose renewals fail gives up, on an event
+"""The pure part of leader election (manager.runtime.leader): what a candidate decides from the
+Lease it read, and what it writes; and when a leader whose renewals fail gives up, on an event
 loop whose clock jumps to the next timer instead of waiting for it. The I/O is tested on a
 real API server (tests/integration/test_leader_election.py)."""
 
@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import pytest
 
 from manager import cli
+from manager.client.kube import ApiError, JsonObject, Kube
 from manager.config import OperatorEnvironment
-from manager.kube import ApiError, JsonObject, Kube
-from manager.leader import (
+from manager.runtime.leader import (
     Attempt,
     Decision,
     LeaderElector,
@@ -27,7 +27,7 @@ from manager.leader import (
     next_record,
     released,
 )
-from manager.operator import LeaderElectionError, OperatorOptions, _elector
+from manager.runtime.operator import LeaderElectionError, OperatorOptions, _elector
 
 ME = "operator-a_1234abcd"
 OTHER = "operator-b_5678ef01"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from manager import cli
+from manager.client.credentials import CredentialsError, load_credentials
 from manager.config import OperatorEnvironment
-from manager.credentials import CredentialsError, load_credentials
 from manager.logs import BoundedFormatter, brief, fields, without_credentials
-from manager.operator import OperatorOptions, startup_settings
+from manager.runtime.operator import OperatorOptions, startup_settings
 
 
 def _format(message: str, limit: int = 50) -> str:
@@ -105,9 +105,9 @@ def test_run_help_lists_its_flags_and_every_variable_it_reads(
     for flag in ("--kubeconfig", "--liveness", "--resync-seconds", "--verbose"):
         assert flag in text
     source = "\n".join(Path(module).read_text() for module in (
-        "manager/config.py", "manager/kube.py", "manager/credentials.py",
-        "manager/controllers/events.py", "manager/operator.py",
-        "manager/controllers/reconciler.py"))
+        "manager/config.py", "manager/client/kube.py", "manager/client/credentials.py",
+        "manager/reporting/events.py", "manager/runtime/operator.py",
+        "manager/runtime/reconciler.py"))
     read = set(re.findall(r"""environ(?:\.get)?\(?\[?["']([A-Z_]+)["']""", source))
     read |= set(re.findall(r"""image\("([A-Z_]+)\"""", source))
     assert read >= {"RELATED_IMAGE_EXTERNAL_SECRETS", "POD_NAMESPACE", "HTTP_PROXY"}

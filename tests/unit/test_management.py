@@ -6,16 +6,16 @@ from typing import Any
 
 from manager.apply import ObjectRef, Observed, Resource
 from manager.apply.convergence import prepare_for_apply
-from manager.constants import FIELD_MANAGER
-from manager.controllers.management_outcomes import (
+from manager.management import MANAGED, REMOVED, management_state
+from manager.names import FIELD_MANAGER
+from manager.reporting.outcomes import (
     Drift,
     drift_of,
     removal_outcome,
     unmanaged_outcome,
 )
-from manager.controllers.status import OutcomeKind
-from manager.management import MANAGED, REMOVED, management_state
-from manager.uninstall import Candidate, Kept, UninstallPlan, UninstallReport
+from manager.reporting.status import OutcomeKind
+from manager.steps.uninstall import Candidate, Kept, UninstallPlan, UninstallReport
 
 DESIRED: dict[str, Any] = {"apiVersion": "v1", "kind": "ServiceAccount",
                            "metadata": {"name": "external-secrets", "namespace": "es"}}

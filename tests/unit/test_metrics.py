@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from manager import metrics, metrics_server
+from manager import metrics
 from manager.cli import build_parser
-from manager.metrics_auth import bearer_token
+from manager.metrics_endpoint import server as metrics_server
+from manager.metrics_endpoint.auth import bearer_token
 
 
 @pytest.mark.parametrize(("method", "path", "query", "expected"), [

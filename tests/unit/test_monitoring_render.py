@@ -1,6 +1,6 @@
 """The OperandMonitoring feature: what it renders, and when (manager/render/components.py,
 manager/render/alerts.py); the operator's own monitoring objects, and what the ESM says when
-nothing scrapes them (manager/controllers/operator_monitoring.py)."""
+nothing scrapes them (manager/sidetasks/operator_monitoring.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply.discovery import Resource
+from manager.client.kube import ApiError, JsonObject
 from manager.config import (
     OPERAND_MONITORING,
     EffectiveConfig,
@@ -17,11 +18,11 @@ from manager.config import (
     effective_config,
     unknown_features,
 )
-from manager.constants import OPERATOR_DEPLOYMENT
-from manager.controllers import esm_status, operator_monitoring, summary
-from manager.controllers.operator_monitoring import MonitoringReport
-from manager.kube import ApiError, JsonObject
+from manager.names import OPERATOR_DEPLOYMENT
 from manager.render import render_operand
+from manager.reporting import esm_status, summary
+from manager.sidetasks import operator_monitoring
+from manager.sidetasks.operator_monitoring import MonitoringReport
 from tests.unit.test_promtool import CERT_MANAGER_SPEC
 
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -136,7 +137,7 @@ def test_the_operators_rule_has_its_alerts_and_follows_its_deployment() -> None:
                for obj in operator_monitoring.desired("ops"))
 
 
-# --- whether anything scrapes: the ESM's note (manager/controllers/operator_monitoring.py) ---
+# --- whether anything scrapes: the ESM's note (manager/sidetasks/operator_monitoring.py) ---
 
 @pytest.mark.parametrize(("data", "expected"), [
     (None, (False, "")),  # no ConfigMap: the cluster monitoring operator's defaults

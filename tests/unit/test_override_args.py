@@ -14,8 +14,8 @@ import pytest
 from manager.api import operand_flags, patterns
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import ConfigError, OperatorEnvironment, effective_config
-from manager.controllers.status import Outcome, OutcomeKind, esc_fields
 from manager.render import render_operand
+from manager.reporting.status import Outcome, OutcomeKind, esc_fields
 
 ENV = OperatorEnvironment.from_environ({})
 

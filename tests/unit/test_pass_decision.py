@@ -1,4 +1,4 @@
-"""manager.controllers.pass_decision: the rules a pass, `plan` and their comparison test
+"""manager.steps.pass_decision: the rules a pass, `plan` and their comparison test
 (tests/integration/test_plan.py) share, on hand-made observations."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from typing import Any
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import ObjectRef, Observed, Resource
+from manager.client.kube import JsonObject
 from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
-from manager.constants import FIELD_MANAGER
-from manager.controllers.management_outcomes import drift_of_decision
-from manager.controllers.pass_decision import Observation, decide, refs
-from manager.controllers.preflight import MissingDependencyError, deployments
-from manager.kube import JsonObject
+from manager.names import FIELD_MANAGER
 from manager.render import render_operand
+from manager.reporting.outcomes import drift_of_decision
+from manager.steps.pass_decision import Observation, decide, refs
+from manager.steps.preflight import MissingDependencyError, deployments
 
 OURS = {"managedFields": [{"manager": FIELD_MANAGER, "operation": "Apply"}]}
 THEIRS = {"managedFields": [{"manager": "helm", "operation": "Update"}]}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from manager.apply.convergence import APPLIED_HASH_ANNOTATION
-from manager.plan import _describe, changed_fields
+from manager.offline.plan import _describe, changed_fields
 
 
 def described(before: object, after: object, *, secret: bool = False) -> list[str]:

@@ -21,10 +21,10 @@ import yaml
 from devcluster.cluster import ensure_tool
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
-from manager.leader import LEASE_NAME
+from manager.names import LEASE_NAME
 from manager.olm import identity
 from manager.render import render_operand
-from manager.render.alerts import OPERATOR_LEASE, operator_alerts
+from manager.render.alerts import operator_alerts
 
 TESTS = Path(__file__).resolve().parents[1] / "promtool" / "alerts_test.yaml"
 TESTS_UWM = TESTS.with_name("alerts_test_uwm.yaml")
@@ -114,7 +114,9 @@ def test_operator_rules_check(promtool: Path, tmp_path: Path) -> None:
 
 
 def test_the_operator_alerts_name_the_lease_the_operator_takes() -> None:
-    assert OPERATOR_LEASE == LEASE_NAME
+    down = next(rule for group in operator_groups() for rule in group["rules"]
+                if rule.get("alert") == "ExternalSecretsOperatorDown")
+    assert f"get lease {LEASE_NAME} " in down["annotations"]["description"]
 
 
 def test_the_enforced_namespace_reaches_every_selector() -> None:

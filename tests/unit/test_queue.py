@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 
-from manager.controllers.queue import DEBOUNCE_SECONDS, ReconcileQueue
+from manager.runtime.queue import DEBOUNCE_SECONDS, ReconcileQueue
 
 # Longer than any delayed request below: enough for a timer that should fire to fire.
 SETTLE = 0.5

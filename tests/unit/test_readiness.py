@@ -1,4 +1,4 @@
-"""What makes the operand Ready, Progressing or Degraded (manager.controllers.readiness)."""
+"""What makes the operand Ready, Progressing or Degraded (manager.steps.readiness)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import base64
 from datetime import datetime
 from typing import Any
 
-from manager.controllers import readiness
-from manager.kube import JsonObject
+from manager.client.kube import JsonObject
+from manager.steps import readiness
 
 
 def deployment(generation: int = 2, wanted: int = 1, **status: Any) -> JsonObject:

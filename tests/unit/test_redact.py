@@ -1,5 +1,5 @@
-"""manager/redact.py: what a support bundle may show; and manager/gather.py: what it collects
-in the operator's namespace."""
+"""manager/offline/redact.py: what a support bundle may show; and manager/offline/gather.py: what
+it collects in the operator's namespace."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import cast
 
 import pytest
 
-from manager.constants import OPERATOR_DEPLOYMENT
-from manager.gather import Bundle, gather
-from manager.kube import ApiError, Kube
-from manager.redact import REDACTED, SERVICE_ACCOUNT_TOKEN, Redactor, strip_url_credentials
+from manager.client.kube import ApiError, Kube
+from manager.names import OPERATOR_DEPLOYMENT
+from manager.offline.gather import Bundle, gather
+from manager.offline.redact import REDACTED, SERVICE_ACCOUNT_TOKEN, Redactor, strip_url_credentials
 
 SENTINEL = "s3ntinel-Value-42"
 B64 = base64.b64encode(SENTINEL.encode()).decode()
@@ -291,7 +291,7 @@ def labeled(kind: str, namespace: str, name: str, labels: dict[str, str] | None 
 
 
 class FakeKube:
-    """Just enough of manager.kube.Kube for `gather` to read namespaced core and apps
+    """Just enough of manager.client.kube.Kube for `gather` to read namespaced core and apps
     objects, with label and field selectors, and logs."""
 
     PATH = re.compile(r"/(?:api/v1|apis/[a-z.]+/v[0-9]+)(?:/namespaces/(?P<ns>[^/]+))?/"

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import pytest
 
-from manager.kube import ApiError, Kube, WatchEvent
+from manager.client.kube import ApiError, Kube, WatchEvent
 from tests.samplers import (
     MAX_IN_FLIGHT,
     MAX_START_INTERVAL,

@@ -28,8 +28,8 @@ DEFERRED = {
     "manager.commands.bundle": "the same",
     "manager.commands.uninstall": "the same",
     "manager.commands.gather": "the same",
-    "manager.plan": "only `plan` uses it",
-    "manager.gather": "only `gather` uses it",
+    "manager.offline.plan": "only `plan` uses it",
+    "manager.offline.gather": "only `gather` uses it",
     "manager.olm.bundle": "only `bundle` uses it",
     "manager.api.crd": "only the generators use it",
     "manager.api.docs": "the same",
@@ -64,7 +64,7 @@ def probe() -> dict[str, Any]:
 
 def test_run_loads_only_what_its_first_pass_needs(probe: dict[str, Any]) -> None:
     assert probe["status"] == 2  # reached the credentials: the operator's code is loaded
-    assert {"kopf", "aiohttp", "manager.operator", "manager.controllers.reconciler"} \
+    assert {"kopf", "aiohttp", "manager.runtime.operator", "manager.runtime.reconciler"} \
         <= set(probe["modules"])
     loaded = {name: why for name, why in DEFERRED.items() if name in probe["modules"]}
     assert not loaded, f"imported at start, though deferred: {loaded}"

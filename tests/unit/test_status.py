@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec
+from manager.client.kube import JsonObject
 from manager.config import OperatorEnvironment, effective_config
-from manager.controllers.status import (
+from manager.reporting.status import (
     CONDITION_TYPES,
     CONTROLLER_CRD_ANNOTATOR,
     CONTROLLER_ESC,
@@ -25,7 +26,6 @@ from manager.controllers.status import (
     merge_conditions,
     simple_state,
 )
-from manager.kube import JsonObject
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"

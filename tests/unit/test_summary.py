@@ -10,16 +10,16 @@ import pytest
 from manager.api import models
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply import ObjectRef
+from manager.client.kube import ApiError, JsonObject
 from manager.config import ConfigError, OperatorEnvironment, effective_config
-from manager.controllers import esm_status, management_outcomes, status, summary
-from manager.controllers.crd_annotator import AnnotatorReport
-from manager.controllers.failures import config_outcome
-from manager.controllers.operator_monitoring import MonitoringReport
-from manager.controllers.readiness import Awaited, Problem, Readiness
-from manager.controllers.reconciler import _operand_outcome
-from manager.controllers.status import ControllerState, Failure, Outcome, OutcomeKind, esc_fields
-from manager.kube import ApiError, JsonObject
-from manager.uninstall import Kept, UninstallPlan, UninstallReport
+from manager.reporting import esm_status, outcomes, status, summary
+from manager.reporting.esm_status import AnnotatorReport
+from manager.reporting.failures import config_outcome
+from manager.reporting.outcomes import operand_outcome
+from manager.reporting.status import ControllerState, Failure, Outcome, OutcomeKind, esc_fields
+from manager.sidetasks.operator_monitoring import MonitoringReport
+from manager.steps.readiness import Awaited, Problem, Readiness
+from manager.steps.uninstall import Kept, UninstallPlan, UninstallReport
 
 LONG = "x" * 300
 CONFIG = effective_config(None, None, OperatorEnvironment.from_environ({}))
@@ -77,7 +77,7 @@ def test_every_condition_of_every_outcome_fits(kind: OutcomeKind) -> None:
 
 def test_waiting_for_the_operand_lists_every_awaited_object_in_status() -> None:
     awaited = tuple(deployment(i) for i in range(3))
-    outcome = _operand_outcome(CONFIG, Readiness(awaited=awaited), 42)
+    outcome = operand_outcome(CONFIG, Readiness(awaited=awaited), 42)
     assert outcome.kind is OutcomeKind.PROGRESSING
     for condition in outcome.conditions():
         assert len(condition.message) <= summary.LIMIT
@@ -89,13 +89,13 @@ def test_waiting_for_the_operand_lists_every_awaited_object_in_status() -> None:
     assert [item["object"] for item in fields["awaited"]] == [a.subject for a in awaited]
     assert all(item["message"] == summary.clip(a.detail, models.AWAITED_MESSAGE_MAX)
                for item, a in zip(fields["awaited"], awaited, strict=True))
-    ready_fields = esc_fields(CONFIG, _operand_outcome(CONFIG, Readiness(), 42))
+    ready_fields = esc_fields(CONFIG, operand_outcome(CONFIG, Readiness(), 42))
     assert ready_fields["awaited"] is None  # removed once Ready
 
 
 def test_status_awaited_stays_within_the_crd_bounds() -> None:
     awaited = tuple(Awaited("o" * 2000, "m" * 5000) for _ in range(40))
-    outcome = _operand_outcome(CONFIG, Readiness(awaited=awaited), 42)
+    outcome = operand_outcome(CONFIG, Readiness(awaited=awaited), 42)
     items = esc_fields(CONFIG, outcome)["awaited"]
     assert len(items) == models.AWAITED_MAX_ITEMS
     assert all(len(item["object"]) <= models.AWAITED_OBJECT_MAX
@@ -107,7 +107,7 @@ def test_several_operand_problems_name_the_first_and_count_the_rest() -> None:
     problems = tuple(Problem("PodsUnschedulable", f"Deployment a/b{i}: " + LONG,
                              f"Pod a/b{i}", "kubectl describe pod")
                      for i in range(3))
-    outcome = _operand_outcome(CONFIG, Readiness(problems=problems), 42)
+    outcome = operand_outcome(CONFIG, Readiness(problems=problems), 42)
     degraded = outcome.conditions()[1].message
     assert len(degraded) <= summary.LIMIT
     assert degraded.startswith("Deployment a/b0: xxx")
@@ -131,11 +131,11 @@ def test_a_long_spec_error_is_short_in_conditions_and_whole_in_status_failure() 
 def test_removal_and_drift_are_counted_with_the_first_object() -> None:
     refs = [ObjectRef("apps/v1", "Deployment", "n" * 63, "d" * 253) for _ in range(5)]
     plan = UninstallPlan(None, True, (), (), ())
-    assert management_outcomes.removal_outcome(UninstallReport(), plan).kind is (
+    assert outcomes.removal_outcome(UninstallReport(), plan).kind is (
         OutcomeKind.REMOVED)
     deleting = UninstallPlan(None, True, (), (), tuple(Kept(ref, "already being deleted")
                                                        for ref in refs))
-    removing = management_outcomes.removal_outcome(UninstallReport(), deleting)
+    removing = outcomes.removal_outcome(UninstallReport(), deleting)
     assert removing.kind is OutcomeKind.PROGRESSING
     line = removing.conditions()[0].message
     assert len(line) <= summary.LIMIT
@@ -143,8 +143,8 @@ def test_removal_and_drift_are_counted_with_the_first_object() -> None:
     assert line.endswith(" and 4 more; see status.awaited")
     assert [item["message"] for item in esc_fields(None, removing)["awaited"]] == [
         "being deleted"] * 5
-    drift = [management_outcomes.Drift(ref, "differs from the spec") for ref in refs]
-    unmanaged = management_outcomes.unmanaged_outcome(drift)
+    drift = [outcomes.Drift(ref, "differs from the spec") for ref in refs]
+    unmanaged = outcomes.unmanaged_outcome(drift)
     line = unmanaged.conditions()[0].message
     assert len(line) <= summary.LIMIT
     assert line.startswith("managementState is Unmanaged, drift in 5 objects: Deployment nnn")

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from manager.client.watch_spec import WatchSpec
 from manager.config import EffectiveConfig
-from manager.controllers.status import Outcome, OutcomeKind, esc_fields
-from manager.controllers.watches import WatchSpec, fingerprint
 from manager.render import render_operand
+from manager.reporting.status import Outcome, OutcomeKind, esc_fields
+from manager.runtime.watches import fingerprint
 from manager.tls_profile import (
     CIPHERS,
     GO_CIPHERS,

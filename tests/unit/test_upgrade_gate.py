@@ -1,4 +1,4 @@
-"""What the upgrade gate tells OLM (manager/controllers/upgrade_gate.py `decide`); the
+"""What the upgrade gate tells OLM (manager/sidetasks/upgrade_gate.py `decide`); the
 publishing is tested against the real API server (tests/integration/test_upgrade_gate.py) and
 the real OLM (tests/olm/test_upgrade_gate.py)."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import OperatorEnvironment, effective_config
-from manager.controllers.status import Outcome, OutcomeKind
-from manager.controllers.stored_versions import Unserved, unserved_versions
-from manager.controllers.upgrade_gate import Gate, decide
 from manager.management import MANAGED, UNMANAGED
+from manager.reporting.status import Outcome, OutcomeKind
+from manager.sidetasks.upgrade_gate import Gate, decide
+from manager.steps.stored_versions import Unserved, unserved_versions
 
 ENV = OperatorEnvironment.from_environ({})
 PLAIN = effective_config(None, None, ENV)

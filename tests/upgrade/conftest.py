@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from manager.kube import Kube
+from manager.client.kube import Kube
 from tests.conftest import Cluster
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from devcluster.images import release_venv
 from manager.apply import Discovery
-from manager.kube import Kube
+from manager.client.kube import Kube
 from manager.render.context import LOADED_CONTENT_ANNOTATION
 from manager.render.state import renderable_kinds
 

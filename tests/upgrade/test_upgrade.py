@@ -50,9 +50,9 @@ import pytest
 import pytest_asyncio
 
 from devcluster.images import release_venv
-from manager.kube import Kube, install_crds
-from manager.operator import load_crds
+from manager.client.kube import Kube, install_crds
 from manager.paths import REPO_ROOT
+from manager.runtime.operator import load_crds
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess, log_problems
 from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret
