@@ -4,7 +4,8 @@
 #
 # The production base is the Dockerfile's default (UBI 9 with Python 3.11); this one holds
 # what the Dockerfile needs of a base: python3 (3.11 on bookworm) with venv, the CA bundle and
-# the openssl CLI (manager/metrics_tls.py makes the self-signed metrics certificate with it).
+# the openssl CLI (manager/metrics_endpoint/tls.py makes the self-signed metrics certificate
+# with it).
 # The root filesystem tarball is cached under ~/.cache/eso-operator/images, keyed by this
 # script (suite, packages, options): a changed input makes a new one; `podman import` runs
 # only when the container store lacks the key's tag.

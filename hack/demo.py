@@ -23,7 +23,7 @@ import aiohttp
 from devcluster import controlplane, crds
 from devcluster.cluster import SimulatedCluster
 from manager.logs import configure_logging
-from manager.operator import OperatorOptions, serve
+from manager.runtime.operator import OperatorOptions, serve
 
 MANAGED = "app.kubernetes.io/managed-by=external-secrets-operator"
 KINDS = ("namespaces,serviceaccounts,clusterroles,clusterrolebindings,roles,rolebindings,"
