@@ -23,14 +23,14 @@ Pure: no I/O. Errors the user must fix raise `ConfigError` naming the field and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from manager import kube_values, versions
-from manager.api import operand_flags
+from manager.api import defaults, operand_flags
 from manager.api.models import (
     ApplicationConfig,
     CertManagerConfig,
@@ -173,8 +173,8 @@ class CertManagerSettings(_Frozen):
     issuer_name: str | None = None
     issuer_kind: IssuerKind = "Issuer"
     issuer_group: str = CERT_MANAGER_GROUP
-    duration: str = "8760h0m0s"
-    renew_before: str = "30m0s"
+    duration: str = kube_values.normal_go_duration(defaults.CERTIFICATE_DURATION)
+    renew_before: str = kube_values.normal_go_duration(defaults.CERTIFICATE_RENEW_BEFORE)
     ca_bundle: str | None = None
     """A cluster fact, not a setting: without the CA injector (addInjectorAnnotations
     "false") the operator puts the CA of the issued webhook certificate (its Secret's
@@ -325,7 +325,7 @@ class WorkloadSettings(_Frozen):
 
     replicas: int | None = 1
     """None: the operator leaves replicas to a HorizontalPodAutoscaler or kubectl scale."""
-    revision_history_limit: int = 10
+    revision_history_limit: int = defaults.REVISION_HISTORY_LIMIT
     disruption_budget: DisruptionBudget | None = None
     """Rendered as a PodDisruptionBudget when set (replicas > 1, or asked for)."""
     spread_across_nodes: bool = False
@@ -394,7 +394,8 @@ class EffectiveConfig(_Frozen):
     cert_manager: CertManagerSettings = CertManagerSettings()
     bitwarden: BitwardenSettings = BitwardenSettings()
     monitoring: MonitoringSettings = MonitoringSettings()
-    webhook_check_interval: str = "5m0s"
+    webhook_check_interval: str = kube_values.normal_go_duration(
+        defaults.CERTIFICATE_CHECK_INTERVAL)
     resources: dict[str, Any] | None = None
     affinity: dict[str, Any] | None = None
     tolerations: list[dict[str, Any]] | None = None
@@ -509,10 +510,7 @@ def effective_config(esc: ExternalSecretsConfigSpec | None,
         bitwarden=bitwarden,
         monitoring=MonitoringSettings(enabled=feature_enabled(esm, OPERAND_MONITORING)),
         webhook_check_interval=check_interval,
-        resources=_resources(app, glob),
-        affinity=_affinity(app, glob),
-        tolerations=_tolerations(app, glob),
-        node_selector=_node_selector(app, glob),
+        **_pod_settings(app, glob),
         proxy=_proxy(app, glob, env),
         egress_policies=_egress_policies(esc.controller_config, bitwarden),
         images=_images(env, bitwarden),
@@ -656,7 +654,7 @@ def _webhook_check_interval(app: ApplicationConfig | None) -> str:
     webhook = app.webhook_config if app else None
     interval = webhook.certificate_check_interval if webhook else None
     if interval is None:
-        return "5m0s"
+        return kube_values.normal_go_duration(defaults.CERTIFICATE_CHECK_INTERVAL)
     field = f"{ESC_APP}.webhookConfig.certificateCheckInterval"
     nanoseconds = _duration(interval, field)
     if nanoseconds <= 0:
@@ -697,8 +695,9 @@ def _cert_manager(config: CertManagerConfig | None) -> CertManagerSettings:
         return CertManagerSettings()
     # What the CRD checks whether enabled or not, checked alike (render, older objects).
     kind = _check_issuer_ref(config.issuer_ref, f"{path}.issuerRef")
-    duration = _duration(config.certificate_duration or "8760h", f"{path}.certificateDuration")
-    renew_before = _duration(config.certificate_renew_before or "30m",
+    duration = _duration(config.certificate_duration or defaults.CERTIFICATE_DURATION,
+                         f"{path}.certificateDuration")
+    renew_before = _duration(config.certificate_renew_before or defaults.CERTIFICATE_RENEW_BEFORE,
                              f"{path}.certificateRenewBefore")
     if config.enabled != "true":
         if renew_before >= duration:  # with it on, _check_certificate_lifetime says more
@@ -771,54 +770,32 @@ def _bitwarden(app: ApplicationConfig | None,
                              issue_certificate=True)
 
 
-def _resources(app: ApplicationConfig | None, glob: GlobalConfig | None,
-               component: tuple[ComponentConfig, str] | None = None) -> dict[str, Any] | None:
-    resources, field = _pick("resources", app, glob, component)
-    if not resources:
-        return None
-    try:
-        kube_values.check_resource_requirements(resources)
-    except kube_values.InvalidValueError as error:
-        raise ConfigError(f"{field}{error.path}", error.message) from None
-    return dict(resources)
+# The pod settings `_pick` takes whole, each with the check the API server would make of it
+# (a CRD cannot: their schemas are Kubernetes' own, kept open in ours).
+_POD_SETTING_CHECKS: dict[str, Callable[[Any], None]] = {
+    "resources": kube_values.check_resource_requirements,
+    "affinity": kube_values.check_affinity,
+    "tolerations": kube_values.check_tolerations,
+    "node_selector": kube_values.check_label_map,
+}
 
 
-def _affinity(app: ApplicationConfig | None, glob: GlobalConfig | None,
-              component: tuple[ComponentConfig, str] | None = None) -> dict[str, Any] | None:
-    affinity, field = _pick("affinity", app, glob, component)
-    if not affinity:
-        return None
-    try:
-        kube_values.check_affinity(affinity)
-    except kube_values.InvalidValueError as error:
-        raise ConfigError(f"{field}{error.path}", error.message) from None
-    return dict(affinity)
-
-
-def _tolerations(app: ApplicationConfig | None, glob: GlobalConfig | None,
-                 component: tuple[ComponentConfig, str] | None = None,
-                 ) -> list[dict[str, Any]] | None:
-    tolerations, field = _pick("tolerations", app, glob, component)
-    if not tolerations:
-        return None
-    try:
-        kube_values.check_tolerations(tolerations)
-    except kube_values.InvalidValueError as error:
-        raise ConfigError(f"{field}{error.path}", error.message) from None
-    return [dict(toleration) for toleration in tolerations]
-
-
-def _node_selector(app: ApplicationConfig | None, glob: GlobalConfig | None,
-                   component: tuple[ComponentConfig, str] | None = None,
-                   ) -> dict[str, str] | None:
-    selector, field = _pick("node_selector", app, glob, component)
-    if not selector:
-        return None
-    try:
-        kube_values.check_label_map(selector)
-    except kube_values.InvalidValueError as error:
-        raise ConfigError(f"{field}{error.path}", error.message) from None
-    return dict(selector)
+def _pod_settings(app: ApplicationConfig | None, glob: GlobalConfig | None,
+                  component: tuple[ComponentConfig, str] | None = None) -> dict[str, Any]:
+    """resources, affinity, tolerations and nodeSelector by `_pick`, checked; an empty value
+    is none."""
+    settings: dict[str, Any] = {}
+    for name, check in _POD_SETTING_CHECKS.items():
+        value, field = _pick(name, app, glob, component)
+        if not value:
+            settings[name] = None
+            continue
+        try:
+            check(value)
+        except kube_values.InvalidValueError as error:
+            raise ConfigError(f"{field}{error.path}", error.message) from None
+        settings[name] = value
+    return settings
 
 
 def _proxy(app: ApplicationConfig | None, glob: GlobalConfig | None,
@@ -1046,15 +1023,13 @@ def _workload(workload: Workload, controller: ControllerConfig | None,
     return WorkloadSettings(
         replicas=replicas,
         revision_history_limit=(deployment.revision_history_limit
-                                if deployment and deployment.revision_history_limit else 10),
+                                if deployment and deployment.revision_history_limit
+                                else defaults.REVISION_HISTORY_LIMIT),
         disruption_budget=disruption_budget,
         spread_across_nodes=spread is None and replicas is not None and replicas > 1,
         override_env=_override_env(entry, component[1] if component else ""),
         override_args=_override_args(entry, component[1] if component else ""),
-        resources=_resources(app, glob, component),
-        affinity=_affinity(app, glob, component),
-        tolerations=_tolerations(app, glob, component),
-        node_selector=_node_selector(app, glob, component),
+        **_pod_settings(app, glob, component),
         topology_spread_constraints=[dict(c) for c in spread] if spread else None,
         priority_class_name=entry.priority_class_name if entry else None,
     )

@@ -181,6 +181,11 @@ def format_go_duration(nanoseconds: int) -> str:
     return sign + text
 
 
+def normal_go_duration(text: str) -> str:
+    """A duration as Go prints it: "5m" -> "5m0s"."""
+    return format_go_duration(parse_go_duration(text))
+
+
 # --- resource quantities and requirements -------------------------------------------------
 
 _QUANTITY = re.compile(

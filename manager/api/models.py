@@ -22,7 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from manager.api import rules
+from manager.api import defaults, rules
 from manager.api.markers import Rule, Schema
 
 BoolString = Literal["true", "false"]
@@ -200,7 +200,7 @@ class BitwardenSecretManagerProvider(ApiModel):
 class WebhookConfig(ApiModel):
     """WebhookConfig is for configuring external-secrets webhook specifics."""
 
-    certificate_check_interval: Duration = "5m"
+    certificate_check_interval: Duration = defaults.CERTIFICATE_CHECK_INTERVAL
     """CertificateCheckInterval is for configuring the polling interval to check the certificate
     validity: a duration such as "5m" or "1h30m" (1 to 32 characters), the webhook's
     `--check-interval`. The operator renders the webhook's `--lookahead-interval` as the
@@ -273,12 +273,12 @@ class CertManagerConfig(ApiModel):
     the issuer exists the ExternalSecretsConfig is Degraded and nothing is removed. Default:
     none."""
 
-    certificate_duration: Duration = "8760h"
+    certificate_duration: Duration = defaults.CERTIFICATE_DURATION
     """certificateDuration is the validity period of the webhook certificate: a duration of
     at least 1h, longer than certificateRenewBefore (cert-manager's own limits). Default:
     "8760h" (one year)."""
 
-    certificate_renew_before: Duration = "30m"
+    certificate_renew_before: Duration = defaults.CERTIFICATE_RENEW_BEFORE
     """certificateRenewBefore is the ahead time to renew the webhook certificate
     before expiry: a duration of at least 5m, shorter than certificateDuration, and with
     cert-manager enabled at least twice webhookConfig.certificateCheckInterval plus 10m (the
@@ -388,7 +388,8 @@ class DeploymentConfig(ApiModel):
     podDisruptionBudget is set (maxUnavailable, or minAvailable 0). Cannot be combined with
     replicas. Default: "true"."""
 
-    revision_history_limit: Annotated[int | None, Field(ge=1, le=50), Schema(fmt="int32")] = 10
+    revision_history_limit: Annotated[int | None, Field(ge=1, le=50), Schema(fmt="int32")] = (
+        defaults.REVISION_HISTORY_LIMIT)
     """revisionHistoryLimit is the number of old ReplicaSets the Deployment keeps for
     rollbacks: 1 to 50. Default: 10."""
 

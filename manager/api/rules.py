@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from manager.api import operand_flags, patterns
+from manager.api import defaults, operand_flags, patterns
 from manager.api.markers import Rule
 
 # --- building blocks: the patterns of manager/api/patterns.py, as CEL string literals -------
@@ -156,7 +156,8 @@ EXTERNAL_SECRETS_MANAGER = (ESM_SINGLETON,)
 _CM = "self.certManagerConfig"
 _CHECK = "self.webhookConfig.certificateCheckInterval"
 _HAS_CHECK = f"(has(self.webhookConfig) && has({_CHECK}))"
-_CHECK_INTERVAL = f"duration({_HAS_CHECK} ? {_CHECK} : '5m')"
+_CHECK_INTERVAL = (f"duration({_HAS_CHECK} ? {_CHECK} : "
+                   f"'{defaults.CERTIFICATE_CHECK_INTERVAL}')")
 _CHECK_MALFORMED = f"({_HAS_CHECK} && !{_CHECK}.matches('{_GO_DURATION}'))"
 _CERT_MANAGER_ON = f"(has({_CM}) && has({_CM}.enabled) && {_CM}.enabled == 'true')"
 LOOKAHEAD_MARGIN = "10m"
