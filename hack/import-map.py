@@ -22,7 +22,7 @@ PACKAGE = ROOT / "manager"
 
 # Lowest first. Boxes in one layer may import each other (without a cycle).
 LAYERS: list[set[str]] = [
-    {"paths", "versions", "names", "logs"},
+    {"paths", "versions", "names", "errors", "logs"},
     {"api", "kube_values", "tls_profile", "management", "metrics"},
     {"client"},
     {"config", "metrics_endpoint"},

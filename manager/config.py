@@ -56,6 +56,7 @@ from manager.api.rules import (
     LOOKAHEAD_MARGIN,
     OPERATOR_NETWORK_POLICIES,
 )
+from manager.errors import PassError
 from manager.names import DEFAULT_OPERAND_NAMESPACE
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 
@@ -95,7 +96,7 @@ CERT_MANAGER_GROUP = "cert-manager.io"
 BITWARDEN_CERTIFICATE_SECRET = "bitwarden-tls-certs"  # noqa: S105  # a name, not a password
 
 
-class ConfigError(ValueError):
+class ConfigError(PassError, ValueError):
     """A spec (or the operator environment) that cannot become a working installation.
 
     `field` is the JSON path of the culprit ("spec.appConfig.resources.limits.cpu"; fields of

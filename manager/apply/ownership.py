@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from manager.apply.convergence import applied_by
 from manager.apply.results import ObjectRef
 from manager.client.kube import JsonObject
+from manager.errors import PassError
 from manager.names import FIELD_MANAGER, MANAGED_BY_LABEL
 
 HELM_RELEASE_ANNOTATION = "meta.helm.sh/release-name"
@@ -44,7 +45,7 @@ def managed_by(live: JsonObject) -> str:
     return by_fields if managers else "an unknown owner (no field manager recorded)"
 
 
-class ForeignObjectsError(Exception):
+class ForeignObjectsError(PassError):
     """Objects the pass would write exist and are not the operator's; nothing was written."""
 
     reason = "ObjectNotOwned"

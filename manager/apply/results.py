@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from manager.client.kube import ApiError, JsonObject
+from manager.errors import PassError
 
 
 @dataclass(frozen=True, order=True)
@@ -62,7 +63,7 @@ class ObjectResult:
         return self.action is not Action.UNCHANGED
 
 
-class ObjectError(Exception):
+class ObjectError(PassError):
     """An API request about one object failed."""
 
     def __init__(self, ref: ObjectRef, verb: str, error: ApiError):
@@ -76,7 +77,7 @@ class ObjectError(Exception):
         return self.error.transient
 
 
-class TerminatingObjectError(Exception):
+class TerminatingObjectError(PassError):
     """The object is being deleted; it can be applied again once it is gone."""
 
     def __init__(self, ref: ObjectRef):

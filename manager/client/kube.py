@@ -24,6 +24,7 @@ import aiohttp
 
 from manager import metrics
 from manager.client.credentials import Credentials, CredentialsError, load_credentials
+from manager.errors import PassError
 
 JsonObject = dict[str, Any]
 
@@ -50,7 +51,7 @@ TRANSIENT_STATUSES = frozenset({0, 408, 409, 425, 429, 500, 502, 503, 504})
 NOT_FOUND = frozenset({404})
 
 
-class ApiError(Exception):
+class ApiError(PassError):
     """A failed API request: HTTP status (0 when the server was not reached) and message."""
 
     def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = "",

@@ -8,6 +8,7 @@ from manager.api.models import Failure
 from manager.apply import ForeignObjectsError, ObjectError, ObjectRef, TerminatingObjectError
 from manager.client.kube import ApiError
 from manager.config import ESM_GLOBAL, ConfigError
+from manager.errors import PassError
 from manager.names import (
     ESC_KIND,
     ESM_KIND,
@@ -24,7 +25,7 @@ PLAN = ("python -m manager plan -f <file of ExternalSecretsConfig/cluster> (repe
 RBAC = f"kubectl get clusterrole {OPERATOR_NAME}-manager -o yaml"
 
 
-def failed_outcome(problem: Exception) -> Outcome:
+def failed_outcome(problem: PassError) -> Outcome:
     """The Outcome of a pass that stopped with `problem` (an error the pass expects)."""
     if isinstance(problem, ConfigError):
         return config_outcome(problem)

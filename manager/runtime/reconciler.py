@@ -29,13 +29,11 @@ from manager.apply import (
     Action,
     Applier,
     Discovery,
-    ForeignObjectsError,
     ObjectError,
     ObjectRef,
     ObjectResult,
     Observed,
     Pruner,
-    TerminatingObjectError,
 )
 from manager.apply.cache import ObjectCache
 from manager.client.kube import ApiError, JsonObject, Kube
@@ -48,6 +46,7 @@ from manager.config import (
     config_of_objects,
     feature_enabled,
 )
+from manager.errors import PassError
 from manager.management import REMOVED, UNMANAGED, management_state
 from manager.names import (
     ESC_KIND,
@@ -76,10 +75,9 @@ from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD, UpgradeGate,
 from manager.steps import pass_decision, readiness
 from manager.steps.facts import ClusterFacts
 from manager.steps.observe import observe, read_singleton
-from manager.steps.operand_readiness import OperandReadiness
+from manager.steps.operand_readiness import OperandReadiness, record_webhook_certificate
 from manager.steps.pass_decision import Observation, Unwanted
 from manager.steps.preflight import (
-    MissingDependencyError,
     Preflight,
     crd_watch,
     dependency_watches,
@@ -167,6 +165,7 @@ class Reconciler:
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self.status.no_esc(esc, esm, self._managing_uid, self._feature_note())
             self._managing_uid = None
+            metrics.record_webhook_certificate(None)
             gate_failed = await self._publish_gate(None, None, "")
             return PassReport(None, self._gate_watches(), tls_profile=await
                               self.facts.tls_profile(), gate_failed=gate_failed,
@@ -237,7 +236,7 @@ class Reconciler:
             watches = frozenset(dependency_watches(config))
             decision = pass_decision.decide(await self._observation(config, desired))
             drift = drift_of_decision(decision)
-        except (ConfigError, ObjectError, ApiError) as problem:
+        except PassError as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem))
         return Branch(unmanaged_outcome(drift), config, watches)
@@ -257,6 +256,7 @@ class Reconciler:
         except ApiError as error:
             return Branch(failed_outcome(error), cause=REMOVED_CAUSE)
         metrics.record_managed(())
+        metrics.record_webhook_certificate(None)
         return Branch(removal_outcome(report, left), writes=writes, cause=REMOVED_CAUSE)
 
     async def ensure_esm(self) -> JsonObject:
@@ -289,8 +289,7 @@ class Reconciler:
                                                                                    applied):
                 await self._delete(decision.deferred, writes)
             metrics.record_managed(str(obj["kind"]) for obj in desired.objects())
-        except (MissingDependencyError, ForeignObjectsError, TerminatingObjectError,
-                ObjectError, ApiError) as problem:
+        except PassError as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem), config, watches, writes)
         annotator = await self._annotate(config, writes)
@@ -299,7 +298,9 @@ class Reconciler:
                       annotator, recheck_at=operand.until)
 
     async def _observation(self, config: EffectiveConfig, desired: DesiredState) -> Observation:
-        return await observe(config, desired, self.applier, self.preflight, self.pruner)
+        observation = await observe(config, desired, self.applier, self.preflight, self.pruner)
+        record_webhook_certificate(config, observation.observed)
+        return observation
 
     def _effective_config(self, esc: JsonObject, esm: JsonObject) -> EffectiveConfig:
         return config_of_objects(esc, esm, self.environment)

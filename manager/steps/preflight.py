@@ -21,6 +21,7 @@ from manager.apply.discovery import Discovery
 from manager.client.kube import CRD_COLLECTION, PARTIAL_METADATA, ApiError, Kube
 from manager.client.watch_spec import WatchSpec
 from manager.config import ESC_APP, EffectiveConfig, TrustedCA
+from manager.errors import PassError
 from manager.names import (
     CRD_API_VERSION,
     CRD_KIND,
@@ -61,7 +62,7 @@ def deployments(*components: str) -> Holds:
     return lambda ref: ref.kind == "Deployment" and ref.name in names
 
 
-class MissingDependencyError(Exception):
+class MissingDependencyError(PassError):
     """The spec cannot work in this cluster as it is; the administrator must act.
 
     `subject` names the object that is missing or wrong, `inspect` the command that shows
