@@ -6,7 +6,9 @@ Every series is named `eso_operator_*` and registered once, in prometheus_client
 registry (which adds the process_* and python_* collectors: RSS, CPU, open files). Labels
 take values from short, closed sets: a result, a verb, a resource or kind, an HTTP status,
 a condition type; never an object's name, a path or a message, so the number of series stays
-flat whatever the cluster holds.
+flat whatever the cluster holds. The one exception, `certificate_namespace` of the webhook
+Certificate's series, is the operand namespace: one value at a time (the ESC is a singleton),
+the old series removed when it changes.
 
 Importing prometheus_client adds about 1 MB to the operator's RSS (docs/performance.md).
 """
@@ -16,8 +18,9 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter as Tally
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram, generate_latest
 
@@ -51,6 +54,22 @@ WATCH_RESTARTS = Counter("eso_operator_watch_restarts", "Watches started again, 
                          ["kind", "reason"])
 LEADER = Gauge("eso_operator_leader", "1 while this instance reconciles: it holds the "
                "leader Lease, or leader election is off; 0 while it waits for the Lease.")
+# The operand webhook's serving certificate as cert-manager reports it on its Certificate,
+# so that its expiry alert reads a series scraped in the operator's namespace (where the
+# operator's rule is, manager/render/alerts.py). Only the leader exports them; none while
+# cert-manager does not issue the webhook certificate.
+WEBHOOK_CERTIFICATE_EXPIRY = Gauge(
+    "eso_operator_webhook_certificate_expiration_timestamp_seconds",
+    "When the operand webhook's serving certificate expires (Unix time): status.notAfter of "
+    "cert-manager's Certificate external-secrets-webhook in certificate_namespace, as the "
+    "leader's last pass read it. Absent while cert-manager does not issue it, or has not yet.",
+    ["certificate_namespace"])
+WEBHOOK_CERTIFICATE_READY = Gauge(
+    "eso_operator_webhook_certificate_ready",
+    "The Ready condition of cert-manager's Certificate external-secrets-webhook in "
+    "certificate_namespace, as the leader's last pass read it: 1 True, 0 otherwise. Absent "
+    "while cert-manager does not issue the webhook certificate.",
+    ["certificate_namespace"])
 LAST_SUCCESSFUL_PASS.set(time.time())
 
 # Results of a pass that count as successful for LAST_SUCCESSFUL_PASS.
@@ -99,6 +118,52 @@ def record_error(status: int) -> None:
 
 def record_leader(leading: bool) -> None:
     LEADER.set(1 if leading else 0)
+    if not leading:  # what this instance last read is no longer its to report
+        record_webhook_certificate(None)
+
+
+def record_webhook_certificate(certificate: Mapping[str, Any] | None) -> None:
+    """The webhook Certificate as a pass read it (its live object), or None: there is none
+    (cert-manager off, the Certificate not created, the operand removed). Only the leader
+    reports it: a pass still running as the Lease is lost records nothing."""
+    if certificate is None or not _leading():
+        WEBHOOK_CERTIFICATE_EXPIRY.clear()
+        WEBHOOK_CERTIFICATE_READY.clear()
+        return
+    namespace = str((certificate.get("metadata") or {}).get("namespace") or "")
+    status = certificate.get("status") or {}
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+                if isinstance(c, Mapping))
+    expiry = _timestamp(status.get("notAfter"))
+    # The other namespace's series go (the operand moved); this one's are set in place, so
+    # that no scrape finds them missing between a pass's two calls.
+    for gauge in (WEBHOOK_CERTIFICATE_EXPIRY, WEBHOOK_CERTIFICATE_READY):
+        for labels in _children(gauge):
+            if labels["certificate_namespace"] != namespace:
+                gauge.remove(labels["certificate_namespace"])
+    WEBHOOK_CERTIFICATE_READY.labels(namespace).set(1 if ready else 0)
+    if expiry is None:  # not issued yet, or a value cert-manager never writes
+        if {"certificate_namespace": namespace} in _children(WEBHOOK_CERTIFICATE_EXPIRY):
+            WEBHOOK_CERTIFICATE_EXPIRY.remove(namespace)
+    else:
+        WEBHOOK_CERTIFICATE_EXPIRY.labels(namespace).set(expiry)
+
+
+def _leading() -> bool:
+    """What LEADER says (the process starts as a standby until told otherwise)."""
+    return any(sample.value == 1 for family in LEADER.collect() for sample in family.samples)
+
+
+def _timestamp(value: object) -> float | None:
+    """An RFC 3339 time (a Kubernetes `metav1.Time`: 2026-11-28T11:34:05Z) as Unix time."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else None
 
 
 def record_writes(writes: Iterable[tuple[str, str]]) -> None:

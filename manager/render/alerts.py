@@ -9,14 +9,10 @@ Metric names, and where they come from:
 
 - kube_deployment_status_condition: kube-state-metrics (part of every Prometheus Operator
   stack and of OpenShift monitoring);
-- certmanager_certificate_expiration_timestamp_seconds: cert-manager's controller (only
-  rendered when cert-manager issues the webhook certificate). Its `namespace` label is the
-  Certificate's where cert-manager's ServiceMonitor honours the exported labels, else (its
-  Helm chart's default, and always under user-workload monitoring) the Certificate's is in
-  `exported_namespace` and `namespace` is cert-manager's own: the rule reads either;
 - externalsecret_status_condition: the external-secrets controller of the pinned release
   (pkg/controllers/externalsecret/esmetrics: labels name, namespace, condition, status);
-- eso_operator_last_successful_pass_timestamp_seconds and eso_operator_leader: this operator
+- eso_operator_last_successful_pass_timestamp_seconds, eso_operator_leader and
+  eso_operator_webhook_certificate_expiration_timestamp_seconds: this operator
   (manager/metrics.py), scraped through its own ServiceMonitor; those alerts are in the
   operator's own PrometheusRule (`operator_alerts`), which the operator applies in its own
   namespace at run time (manager/sidetasks/operator_monitoring.py). Every instance is
@@ -34,10 +30,13 @@ Two ways the series get their labels, and the rules are right under both:
   namespace, with its metrics), and the ExternalSecret's own namespace is read from
   `exported_namespace` where the series has one, else from `namespace`.
 
-One rule cannot be right under that enforcement: cert-manager's series carry cert-manager's
-namespace there, so ExternalSecretsWebhookCertificateExpiring sees them only where the
-operand namespace is exempt from it (`namespacesWithoutLabelEnforcement` of OpenShift's
-user-workload-monitoring-config); the rules stay right without the enforcement too.
+That is why the webhook certificate's expiry alert reads the operator's series and not
+cert-manager's `certmanager_certificate_expiration_timestamp_seconds`: scraped by cert-manager's
+own ServiceMonitor, those carry cert-manager's namespace under that enforcement, and no rule in
+the operand's (or the operator's) namespace can ever see them. The operator exports the
+Certificate's status.notAfter itself (the Certificate's namespace in `certificate_namespace`,
+a label no scraper rewrites), scraped in the operator's namespace beside its other series, so
+the alert is in the operator's rule and is right under both labellings.
 
 Every alert has a `summary`, a `description` that names the commands to run, and a
 `severity` label. tests/unit/test_promtool.py checks them with `promtool check rules` and
@@ -91,7 +90,7 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
     deployments = "|".join(DEPLOYMENTS)
     not_ready = (f'externalsecret_status_condition{{job="{CONTROLLER_METRICS_JOB}", '
                  'condition="Ready", status="False"')
-    rules = [
+    return [
         _alert(
             "ExternalSecretsDeploymentUnavailable",
             f'kube_deployment_status_condition{{namespace="{namespace}", '
@@ -115,24 +114,6 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
             "carry the provider's error); kubectl -n {{ $labels.namespace }} get secretstore,"
             f"clustersecretstore; kubectl -n {namespace} logs deploy/external-secrets."),
     ]
-    if config.cert_manager.enabled:
-        days = CERTIFICATE_WARNING_DAYS
-        certificate = ("certmanager_certificate_expiration_timestamp_seconds"
-                       f'{{name="{WEBHOOK_CERTIFICATE}", ')
-        rules.append(_alert(
-            "ExternalSecretsWebhookCertificateExpiring",
-            f"min by (namespace, name) ({_certificate_namespace(certificate, namespace)})"
-            f" - time() < {days} * 86400",
-            "1h", "warning",
-            "the external-secrets webhook certificate expires in less than "
-            f"{days} days",
-            f"cert-manager has not renewed Certificate {namespace}/{WEBHOOK_CERTIFICATE}, "
-            "which expires in {{ $value | humanizeDuration }}; once expired the API server "
-            "refuses ExternalSecret and SecretStore changes. Run: kubectl -n "
-            f"{namespace} describe certificate {WEBHOOK_CERTIFICATE}; kubectl -n {namespace} "
-            "get certificaterequests; cmctl renew -n "
-            f"{namespace} {WEBHOOK_CERTIFICATE} once the cause is fixed."))
-    return rules
 
 
 def _own_namespace(selector: str, scraped_in: str) -> str:
@@ -144,16 +125,6 @@ def _own_namespace(selector: str, scraped_in: str) -> str:
     moved = (f'label_replace({selector}, namespace="{scraped_in}", exported_namespace!=""}}, '
              '"namespace", "$1", "exported_namespace", "(.+)")')
     return f'{moved} or {selector}, exported_namespace=""}}'
-
-
-def _certificate_namespace(selector: str, namespace: str) -> str:
-    """The series of `selector` (without its closing brace) about a Certificate in
-    `namespace`, labelled `namespace` = the Certificate's: from `exported_namespace` where
-    the scraper moved cert-manager's label there (its own namespace is then `namespace`),
-    else from `namespace`."""
-    moved = (f'label_replace({selector}exported_namespace="{namespace}"}}, '
-             '"namespace", "$1", "exported_namespace", "(.+)")')
-    return f'{moved} or {selector}namespace="{namespace}", exported_namespace=""}}'
 
 
 def operator_alerts(namespace: str) -> list[dict[str, Any]]:
@@ -194,7 +165,37 @@ def operator_alerts(namespace: str) -> list[dict[str, Any]]:
             f"{namespace} get lease {LEASE_NAME} -o yaml (holderIdentity: the pod that "
             "leads).",
             labels={"namespace": namespace}),
+        _webhook_certificate_expiring(job),
     ]
+
+
+def _webhook_certificate_expiring(job: str) -> dict[str, Any]:
+    """The operand webhook's certificate expires soon, as the operator reads cert-manager's
+    Certificate (eso_operator_webhook_certificate_expiration_timestamp_seconds; no series
+    while cert-manager does not issue it, so the rule is always there and quiet then).
+
+    Here and not in the operand's rule: the series is scraped in the operator's namespace,
+    which is this rule's, so user-workload monitoring's enforced `namespace` matches it; and
+    without that enforcement `namespace` is the operator's too (the series exports no
+    `namespace`, only `certificate_namespace`). cert-manager's own series could not serve:
+    under the enforcement they carry cert-manager's namespace, which no rule of ours may read.
+    Only the leader's series counts: it alone runs passes and exports it (manager/metrics.py
+    drops it when the Lease is lost), and the join with eso_operator_leader == 1, the stale-
+    pass alert's guard, keeps out the series of any instance not leading at that scrape."""
+    days = CERTIFICATE_WARNING_DAYS
+    where = "{{ $labels.certificate_namespace }}"
+    return _alert(
+        "ExternalSecretsWebhookCertificateExpiring",
+        "min by (namespace, certificate_namespace) ("
+        f"(eso_operator_webhook_certificate_expiration_timestamp_seconds{{{job}}} - time()) "
+        f"and on (namespace, pod) eso_operator_leader{{{job}}} == 1) < {days} * 86400",
+        "1h", "warning",
+        f"the external-secrets webhook certificate expires in less than {days} days",
+        f"cert-manager has not renewed Certificate {where}/{WEBHOOK_CERTIFICATE}, "
+        "which expires in {{ $value | humanizeDuration }}; once expired the API server "
+        f"refuses ExternalSecret and SecretStore changes. Run: kubectl -n {where} describe "
+        f"certificate {WEBHOOK_CERTIFICATE}; kubectl -n {where} get certificaterequests; "
+        f"cmctl renew -n {where} {WEBHOOK_CERTIFICATE} once the cause is fixed.")
 
 
 # The label that puts a namespace under OpenShift's platform monitoring (and out of

@@ -1,14 +1,16 @@
 """The readiness step's reads: the live state readiness.py judges (the applied objects, the
-pods of a Deployment that is not available, the CA the webhook serves), and whether the
-cert-controller must stay until cert-manager's certificate is there."""
+pods of a Deployment that is not available, the CA the webhook serves), whether the
+cert-controller must stay until cert-manager's certificate is there; and the webhook
+Certificate's expiry and readiness, for the operator's metrics (`record_webhook_certificate`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from manager.apply import ObjectResult
+from manager import metrics
+from manager.apply import ObjectResult, Observed
 from manager.client.kube import PARTIAL_METADATA, JsonObject, Kube
 from manager.config import EffectiveConfig
 from manager.names import WEBHOOK_CERTIFICATE, WEBHOOK_SECRET_CERT_MANAGER
@@ -98,6 +100,20 @@ class OperandReadiness:
         listing = await self.kube.list(f"/api/v1/namespaces/{meta.get('namespace')}/pods",
                                        label_selector=selector)
         return list(listing.get("items") or [])
+
+
+def record_webhook_certificate(config: EffectiveConfig,
+                               objects: Iterable[Observed | ObjectResult]) -> None:
+    """Export status.notAfter and Ready of cert-manager's webhook Certificate among a pass's
+    observed `objects` (manager/metrics.py), or no series: cert-manager off, or no such
+    Certificate yet. Its expiry alert is the operator's (manager/render/alerts.py) because
+    these series are scraped in the operator's namespace. The observed state is the one
+    before this pass's writes (the watch keeps Certificates whole; an apply does not change
+    the status), so a Certificate held back from applying is still reported."""
+    certificate = next((o.live for o in objects if config.cert_manager.enabled
+                        and o.ref.kind == "Certificate" and o.ref.name == WEBHOOK_CERTIFICATE
+                        and o.ref.namespace == config.namespace), None)
+    metrics.record_webhook_certificate(certificate)
 
 
 def _pods_may_explain(deployment: JsonObject) -> bool:

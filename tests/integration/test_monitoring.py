@@ -3,11 +3,15 @@ after the operator started, and the ServiceMonitors and the PrometheusRules (the
 and the operator's own in its namespace) appear without a restart; removing the feature from
 the ExternalSecretsManager prunes them. Until the CRDs are there, the ESM's status says the
 feature has no effect; on OpenShift it also says which namespace nothing scrapes (neither
-labelled for platform monitoring nor under user-workload monitoring, which is off)."""
+labelled for platform monitoring nor under user-workload monitoring, which is off). With the
+real cert-manager issuing the webhook certificate, the leader exports its expiry (the series
+the operator's expiry alert reads) until the ESC goes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,9 +21,11 @@ from prometheus_client import REGISTRY
 from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.client.kube import CRD_COLLECTION, Kube, install_crds
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
+from manager.names import ESC_PATH, WEBHOOK_CERTIFICATE, WEBHOOK_SECRET_CERT_MANAGER
 from manager.render import render_operand
 from manager.reporting.status import CONTROLLER_ESM
 from manager.runtime.operator import load_crds
+from tests.conftest import CertManager
 from tests.integration.conftest import (
     ESM_PATH,
     MANAGED,
@@ -35,6 +41,7 @@ from tests.integration.conftest import (
     remove_openshift_config,
     wait_condition,
 )
+from tests.integration.test_controller_toggles import remove_cert_manager_crds
 
 NAMESPACE = SCENARIO_NAMESPACES["monitoring"]
 MONITORING_CRDS = ("servicemonitors.monitoring.coreos.com",
@@ -177,7 +184,8 @@ async def test_the_operators_own_monitoring_and_a_feature_without_effect_in_stat
     assert "app.kubernetes.io/managed-by" not in monitor["metadata"]["labels"]  # not operand
     rule = await kube.request("GET", OPERATOR_OBJECTS[1])
     assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == [
-        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown"]
+        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown",
+        "ExternalSecretsWebhookCertificateExpiring"]
     # No operator Deployment here (the operator runs in this process): no owner to follow.
     assert "ownerReferences" not in rule["metadata"]
 
@@ -324,3 +332,67 @@ async def test_policy_peers_select_the_scraping_namespace_on_the_api_server(
                 listing = await kube.list("/api/v1/namespaces", label_selector=selector)
                 found = {item["metadata"]["name"] for item in listing.get("items") or []}
                 assert found == expected, (obj["metadata"]["name"], selector)
+
+
+# --- the webhook certificate's expiry, as the operator exports it ---------------------------
+
+CERT_MANAGER_API = "/apis/cert-manager.io/v1"
+WEBHOOK_CERTIFICATE_PATH = (f"{CERT_MANAGER_API}/namespaces/{NAMESPACE}/certificates/"
+                            f"{WEBHOOK_CERTIFICATE}")
+EXPIRY = "eso_operator_webhook_certificate_expiration_timestamp_seconds"
+
+
+def certificate_series(name: str) -> float | None:
+    """The operator's series `name` for the webhook Certificate of NAMESPACE (the operator runs
+    in this process: its registry is this process's)."""
+    return REGISTRY.get_sample_value(name, {"certificate_namespace": NAMESPACE})
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def issuer(kube: Kube, crd_dir: Path, cert_manager: CertManager) -> AsyncIterator[None]:
+    """cert-manager running, with a selfSigned Issuer in the operand namespace; afterwards its
+    CRDs (and so its objects) and the Secret it issued are removed."""
+    await install_crds(kube, load_crds(crd_dir / "cert-manager"), field_manager="cert-manager")
+    cert_manager.start()
+    try:
+        await kube.apply(f"{CERT_MANAGER_API}/namespaces/{NAMESPACE}/issuers/eso-issuer", {
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": {"name": "eso-issuer", "namespace": NAMESPACE},
+            "spec": {"selfSigned": {}}}, field_manager="integration-tests")
+        yield
+    finally:
+        await remove_cert_manager_crds(kube)
+        cert_manager.stop()
+        await kube.delete(f"/api/v1/namespaces/{NAMESPACE}/secrets/{WEBHOOK_SECRET_CERT_MANAGER}")
+
+
+@pytest.mark.usefixtures("user_objects", "issuer")
+async def test_the_leader_exports_the_webhook_certificates_expiry(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator) -> None:
+    """cert-manager issues the webhook Certificate; the operator's pass reads its
+    status.notAfter and exports it (the series the operator's expiry alert reads, scraped in
+    the operator's namespace under either labelling); the ESC deleted, the series goes."""
+    await start_operator()
+    await esc.create({"controllerConfig": {"namespace": NAMESPACE}, "appConfig": {
+        "certManagerConfig": {"enabled": "true",
+                              "issuerRef": {"name": "eso-issuer", "kind": "Issuer"}}}})
+
+    async def exported() -> None:
+        certificate = await kube.get(WEBHOOK_CERTIFICATE_PATH)
+        assert certificate is not None
+        not_after = (certificate.get("status") or {}).get("notAfter")
+        assert not_after, "not issued yet"
+        expected = datetime.fromisoformat(not_after).timestamp()
+        assert certificate_series(EXPIRY) == expected
+        assert certificate_series("eso_operator_webhook_certificate_ready") == 1
+
+    await eventually(exported, timeout=60)
+    assert certificate_series(EXPIRY) > time.time() + 7 * 86400  # the alert stays quiet
+
+    await kube.delete(ESC_PATH)
+
+    async def gone() -> None:
+        assert certificate_series(EXPIRY) is None
+        assert certificate_series("eso_operator_webhook_certificate_ready") is None
+
+    await eventually(gone, timeout=30)

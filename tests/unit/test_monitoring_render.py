@@ -77,12 +77,13 @@ def test_a_service_monitor_per_metrics_service_and_the_rule() -> None:
     assert alerts == {"ExternalSecretsDeploymentUnavailable", "ExternalSecretSyncFailing"}
 
 
-def test_cert_manager_replaces_the_cert_controller_monitor_and_adds_the_expiry_alert() -> None:
+def test_cert_manager_replaces_the_cert_controller_monitor() -> None:
     objects = monitoring_objects(config(CERT_MANAGER_SPEC, "true", served=True))
     assert "ServiceMonitor/external-secrets-cert-controller-metrics" not in objects
     alerts = {rule["alert"] for rule in
               objects["PrometheusRule/external-secrets"]["spec"]["groups"][0]["rules"]}
-    assert "ExternalSecretsWebhookCertificateExpiring" in alerts
+    # The certificate's expiry alert is the operator's (it reads the operator's series).
+    assert alerts == {"ExternalSecretsDeploymentUnavailable", "ExternalSecretSyncFailing"}
 
 
 def test_operand_monitoring_is_a_known_feature() -> None:
@@ -126,7 +127,8 @@ def test_the_operators_rule_has_its_alerts_and_follows_its_deployment() -> None:
              "uid": "u-1"}
     monitor, rule = operator_monitoring.desired("ops", owner)
     assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == [
-        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown"]
+        "ExternalSecretsOperatorPassesFailing", "ExternalSecretsOperatorDown",
+        "ExternalSecretsWebhookCertificateExpiring"]
     down = rule["spec"]["groups"][0]["rules"][1]
     assert 'namespace="ops"' in down["expr"]
     assert down["labels"]["namespace"] == "ops"

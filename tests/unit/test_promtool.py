@@ -4,8 +4,11 @@ firing and not firing, with series labelled as a plain Prometheus Operator label
 (tests/promtool/alerts_test.yaml), as OpenShift's user-workload monitoring does
 (alerts_test_uwm.yaml, with the namespace matcher that stack adds to every selector), and as
 it does with the operand namespace exempt from that matcher (alerts_test_uwm_exempt.yaml:
-`namespacesWithoutLabelEnforcement`). promtool is built once from the pinned Prometheus
-module (hack/build-tool.sh promtool, manager/versions.py PROMETHEUS_VERSION)."""
+`namespacesWithoutLabelEnforcement`). Under that matcher a rule sees only the series scraped
+in its own namespace, so each rule reads only those (checked below): the webhook
+certificate's expiry comes from the operator's own series, not cert-manager's. promtool is
+built once from the pinned Prometheus module (hack/build-tool.sh promtool,
+manager/versions.py PROMETHEUS_VERSION)."""
 
 from __future__ import annotations
 
@@ -110,7 +113,32 @@ def test_every_alert_has_a_summary_a_runnable_description_and_a_severity() -> No
 def test_operator_rules_check(promtool: Path, tmp_path: Path) -> None:
     (tmp_path / "operator-rules.yaml").write_text(yaml.safe_dump({"groups": operator_groups()}))
     output = run(promtool, "check", "rules", "operator-rules.yaml", cwd=tmp_path)
-    assert "SUCCESS: 2 rules found" in output
+    assert f"SUCCESS: {len(operator_groups()[0]['rules'])} rules found" in output
+
+
+# What each rule may read: the operand's, the operand's metrics (its ServiceMonitor, in the
+# operand namespace) and kube-state-metrics' (labelled with the Deployment's namespace); the
+# operator's, the operator's own series. Never cert-manager's: scraped in cert-manager's
+# namespace, no rule of ours sees them under user-workload monitoring.
+OPERAND_SERIES = {"kube_deployment_status_condition", "externalsecret_status_condition"}
+
+
+def test_each_rule_reads_series_of_its_own_namespace() -> None:
+    for rule in rendered_rule(CERT_MANAGER_SPEC)["spec"]["groups"][0]["rules"]:
+        assert set(_SELECTOR.findall(rule["expr"])) <= OPERAND_SERIES, rule["alert"]
+    for rule in operator_groups()[0]["rules"]:
+        assert all(name.startswith("eso_operator_")
+                   for name in _SELECTOR.findall(rule["expr"])), rule["alert"]
+
+
+def test_the_certificate_alert_is_the_operators_whether_cert_manager_is_on_or_not() -> None:
+    """The operator's rule does not know the operand's configuration: the alert is always
+    there, quiet while no series exists (cert-manager off)."""
+    operand = {rule["alert"] for esc in ({}, CERT_MANAGER_SPEC)
+               for rule in rendered_rule(esc)["spec"]["groups"][0]["rules"]}
+    assert "ExternalSecretsWebhookCertificateExpiring" not in operand
+    assert "ExternalSecretsWebhookCertificateExpiring" in {
+        rule["alert"] for rule in operator_groups()[0]["rules"]}
 
 
 def test_the_operator_alerts_name_the_lease_the_operator_takes() -> None:
