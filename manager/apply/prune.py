@@ -12,7 +12,13 @@ Safety rules, each enforced here and not left to callers:
 - Namespaces are never deleted (that would take user Secrets, ExternalSecrets and
   SecretStores with them);
 - deletion is preconditioned on the listed object's uid, so an object re-created meanwhile
-  by someone else survives.
+  by someone else survives;
+- the Secret cert-manager issued for one of our Certificates (`ownership.issued_for`: the
+  managed-by label comes from the Certificate's secretTemplate, so our field manager is not
+  on it) is deleted right after that Certificate, in the same pass, and only when that
+  Certificate is deleted: while the Certificate is rendered its Secret stays (the webhook
+  serves from `external-secrets-webhook-cm`), and a Secret no Certificate of ours names is
+  never ours.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from collections.abc import Collection, Iterable
 from manager.apply.cache import ObjectCache
 from manager.apply.convergence import applied_by
 from manager.apply.discovery import Discovery, Resource
+from manager.apply.ownership import issued_for
 from manager.apply.results import Action, ObjectError, ObjectRef, ObjectResult
-from manager.client.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.client.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 from manager.names import FIELD_MANAGER, MANAGED_BY_LABEL, OPERATOR_NAME
 from manager.render.state import kind_rank
 
@@ -32,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={OPERATOR_NAME}"
 NEVER_PRUNED_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
+
 
 def owned_by_us(obj: JsonObject, field_manager: str = FIELD_MANAGER) -> bool:
     labels = obj.get("metadata", {}).get("labels") or {}
@@ -63,7 +71,33 @@ class Pruner:
                 if ObjectRef.of(item).identity() not in wanted and owned_by_us(
                         item, self.field_manager):
                     found.append((resource, item))
-        return found
+        certificates = [(r, item) for r, item in found if r.kind == "Certificate"]
+        listed = {ObjectRef.of(item).identity() for _, item in found}
+        for resource, certificate in certificates:
+            issued = await self._issued_secret(resource, certificate)
+            if issued is not None and ObjectRef.of(issued[1]).identity() not in (
+                    wanted | listed):
+                found.append(issued)
+        return sorted(found, key=lambda pair: -kind_rank(pair[0].kind))  # stable
+
+    async def _issued_secret(self, resource: Resource, certificate: JsonObject,
+                             ) -> tuple[Resource, JsonObject] | None:
+        """The Secret cert-manager issued for `certificate` (ours, no longer rendered), if
+        it exists and is that Certificate's (`ownership.issued_for`). The Certificate is
+        read whole (the listing has its metadata only), the Secret's metadata only."""
+        ref = ObjectRef.of(certificate)
+        try:
+            whole = await self.kube.get(resource.object_path(ref.name, ref.namespace))
+            name = ((whole or {}).get("spec") or {}).get("secretName")
+            secrets = await self.discovery.require("v1", "Secret")
+            secret = (await self.kube.get(secrets.object_path(name, ref.namespace),
+                                          accept=PARTIAL_METADATA) if name else None)
+        except ApiError as error:
+            raise ObjectError(ref, "get", error) from error
+        if whole is None or secret is None or not issued_for(secret, whole):
+            return None
+        secret.update(apiVersion="v1", kind="Secret")  # not PartialObjectMetadata
+        return secrets, secret
 
     async def _ours(self, resource: Resource, api_version: str, kind: str) -> list[JsonObject]:
         """Our objects of one kind: from the cache once its watch listed them, else listed

@@ -19,6 +19,13 @@ leader gives up at the deadline itself: a renewal still in flight then is abando
 when the next retry would come after the deadline it wakes at the deadline instead. The
 decision logic is pure (`decide`, `LeaseRecord`) and tested without a cluster;
 `LeaderElector` does the I/O with our JSON client.
+
+The Lease names the operator's Deployment as its owner where that Deployment exists in the
+Lease's namespace (`ownership.operator_owner_reference`, read before the first write and
+kept for the process): uninstalling the operator (OLM deletes the Deployment) then has the
+garbage collector delete the Lease too, instead of leaving it behind. Every write carries
+it, so a Lease written by a release without it gains it at the next renewal. Outside a
+cluster (no such Deployment) the Lease has no owner.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from manager import metrics
+from manager.apply.ownership import operator_owner_reference
 from manager.client.kube import ApiError, JsonObject, Kube
 from manager.names import FIELD_MANAGER, LEASE_NAME
 
@@ -151,6 +159,7 @@ class LeaderElector:
                  name: str = LEASE_NAME, clock: Callable[[], float] = time.monotonic):
         self.kube = kube
         self.path = f"{LEASE_API}/namespaces/{namespace}/leases/{name}"
+        self.namespace = namespace
         self.identity = identity
         self.timing = timing
         self.clock = clock
@@ -158,10 +167,14 @@ class LeaderElector:
         self._seen: LeaseRecord | None = None
         self._seen_at: float | None = None  # None: nothing read yet
         self._resource_version: str | None = None
+        self._seen_owners: list[JsonObject] | None = None  # of the Lease as last read
         self.renewed_at: float | None = None
         """When (on `clock`) the last write that made us the holder was sent: no candidate
         can have seen our record earlier, so none takes the Lease over before this plus the
         lease duration."""
+        self._owner: tuple[JsonObject | None] | None = None
+        """The operator's Deployment as the Lease's owner reference, once read (None in it:
+        there is no such Deployment)."""
 
     async def acquire(self) -> None:
         """Until this instance leads. Reads the Lease each retry period; writes only when it
@@ -236,9 +249,10 @@ class LeaderElector:
             if record is None or record.holder != self.identity:
                 return "not-held"  # taken over, or deleted: nothing of ours to free
             self._observe(record, lease)
+            owner = await self._owner_reference()
             try:
                 await self.kube.request("PUT", self.path,
-                                        body=self._lease(released(record, micro_time())),
+                                        body=self._lease(released(record, micro_time()), owner),
                                         query={"fieldManager": FIELD_MANAGER})
             except ApiError as error:
                 if error.conflict:
@@ -257,13 +271,16 @@ class LeaderElector:
             decision = decide(record, self.identity, observed_at, self.clock())
             if decision is Decision.WAIT:
                 return Attempt.TAKEN
+            owner = await self._owner_reference()
             mine = next_record(record, decision, self.identity, self.timing, micro_time())
             sent = self.clock()
             if decision is Decision.CREATE:
-                written = await self.kube.create(self.path.rsplit("/", 1)[0], self._lease(mine),
+                written = await self.kube.create(self.path.rsplit("/", 1)[0],
+                                                 self._lease(mine, owner),
                                                  field_manager=FIELD_MANAGER)
             else:  # the resourceVersion read above: a concurrent writer makes this a 409
-                written = await self.kube.request("PUT", self.path, body=self._lease(mine),
+                written = await self.kube.request("PUT", self.path,
+                                                  body=self._lease(mine, owner),
                                                   query={"fieldManager": FIELD_MANAGER})
         except ApiError as error:
             if error.conflict:  # another candidate wrote first; the next read tells who
@@ -281,12 +298,30 @@ class LeaderElector:
         if self._seen_at is None or record != self._seen:
             self._seen, self._seen_at = record, self.clock()
         self._resource_version = (lease or {}).get("metadata", {}).get("resourceVersion")
+        self._seen_owners = (lease or {}).get("metadata", {}).get("ownerReferences")
         return self._seen_at
 
-    def _lease(self, record: LeaseRecord) -> JsonObject:
+    async def _owner_reference(self) -> JsonObject | None:
+        """The operator's Deployment as an owner reference: read once, before the first
+        write; read again at the next write when the read failed (that write keeps the
+        owners the Lease has: the election does not wait for the read)."""
+        if self._owner is None:
+            try:
+                self._owner = (await operator_owner_reference(self.kube, self.namespace),)
+            except ApiError as error:
+                logger.warning("action=read result=error kind=Deployment error=%r", str(error))
+                return None
+        return self._owner[0]
+
+    def _lease(self, record: LeaseRecord, owner: JsonObject | None = None) -> JsonObject:
         namespace, name = self.path.split("/namespaces/")[1].split("/leases/")
         metadata: JsonObject = {"name": name, "namespace": namespace}
         if self._resource_version:
             metadata["resourceVersion"] = self._resource_version
+        # Without an owner read (the read failed), the owners the Lease has stay as they are.
+        owners = [owner] if owner is not None else (
+            self._seen_owners if self._owner is None else None)
+        if owners:
+            metadata["ownerReferences"] = owners
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
                 "spec": record.spec()}

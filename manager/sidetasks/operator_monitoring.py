@@ -41,11 +41,11 @@ import yaml
 
 from manager.apply.convergence import applied_by, is_converged, prepare_for_apply
 from manager.apply.discovery import Discovery
-from manager.apply.ownership import managed_by
+from manager.apply.ownership import managed_by, operator_owner_reference
 from manager.apply.results import ObjectRef
 from manager.client.kube import PARTIAL_METADATA, ApiError, JsonObject, Kube
 from manager.config import EffectiveConfig
-from manager.names import FIELD_MANAGER, OPERATOR_DEPLOYMENT
+from manager.names import FIELD_MANAGER
 from manager.olm import operator_manifests
 from manager.render.alerts import (
     CLUSTER_MONITORING_LABEL,
@@ -249,12 +249,7 @@ class OperatorMonitoring:
         """The operator's Deployment as an owner reference (read once), or None where it
         does not exist (a local run, a test)."""
         if self._owner is None:
-            deployment = await self._kube.get(
-                f"/apis/apps/v1/namespaces/{namespace}/deployments/{OPERATOR_DEPLOYMENT}",
-                accept=PARTIAL_METADATA)
-            uid = ((deployment or {}).get("metadata") or {}).get("uid")
-            self._owner = ({"apiVersion": "apps/v1", "kind": "Deployment",
-                            "name": OPERATOR_DEPLOYMENT, "uid": uid} if uid else None,)
+            self._owner = (await operator_owner_reference(self._kube, namespace),)
         return self._owner[0]
 
     async def _apply(self, path: str, obj: JsonObject, live: JsonObject | None,

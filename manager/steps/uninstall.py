@@ -16,6 +16,10 @@ Safety rules, each enforced here:
   listed as kept, never deleted;
 - user objects (ExternalSecrets, SecretStores, PushSecrets, generators, Secrets without our
   label) are never among the candidates: no renderable kind selects them;
+- the Secret cert-manager issued for one of our Certificates (`ownership.issued_for`: our
+  label from the Certificate's secretTemplate, cert-manager's field manager) is a candidate
+  with that Certificate, deleted right after it (so cert-manager does not issue it again);
+  a Secret that no Certificate of ours names stays, whatever its labels;
 - deletion runs in reverse apply order, each preconditioned on the listed uid;
 - a Namespace goes last, only if it carries our label, and only if nothing in it is someone
   else's: deleting a namespace deletes everything inside, user Secrets included;
@@ -35,8 +39,9 @@ from functools import partial
 from typing import TypeVar
 
 from manager.apply import Discovery, ObjectRef, Resource
+from manager.apply.ownership import CERTIFICATE_NAME_ANNOTATION, issued_for
 from manager.apply.prune import MANAGED_SELECTOR, owned_by_us
-from manager.client.kube import PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
+from manager.client.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 from manager.management import MANAGED, management_state
 from manager.names import (
     DEFAULT_OPERAND_NAMESPACE,
@@ -64,7 +69,7 @@ SERVICE_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 NAMESPACE_KEPT = ("the operator does not delete namespaces; `kubectl delete namespace` (it also "
                   "deletes every Secret in it) or `python -m manager uninstall --operand --yes` "
                   "removes it")
-CERTIFICATE_ANNOTATION = "cert-manager.io/certificate-name"
+CERTIFICATE_ANNOTATION = CERTIFICATE_NAME_ANNOTATION
 
 
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -171,6 +176,11 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None, *,
         found, refused = await _list_ours(kube, resource, namespace)
         objects.extend(found)
         kept.extend(refused)
+    listed = {candidate.ref for candidate in objects}
+    issued = [c for c in await _issued_secrets(kube, discovery, objects) if c.ref not in listed]
+    issued_refs = {candidate.ref for candidate in issued}
+    kept = [entry for entry in kept if entry.ref not in issued_refs]
+    objects = sorted([*objects, *issued], key=lambda c: -kind_rank(c.ref.kind))  # stable
     if explicit is not None:
         others = await _other_operands(kube, discovery, explicit, esc)
         if others:
@@ -233,6 +243,28 @@ async def _list_ours(kube: Kube, resource: Resource, namespace: str | None,
             kept.append(Kept(ref, f"labelled {MANAGED_SELECTOR}, but the operator never "
                              "applied it (someone copied the label)"))
     return found, kept
+
+
+async def _issued_secrets(kube: Kube, discovery: Discovery,
+                          ours: Iterable[Candidate]) -> list[Candidate]:
+    """The Secrets cert-manager issued for our Certificates among `ours`
+    (`ownership.issued_for`): each Certificate read whole for its secretName, the Secret's
+    metadata only."""
+    issued: list[Candidate] = []
+    for certificate in [c for c in ours if c.ref.kind == "Certificate"]:
+        whole = await _retrying(partial(kube.get, certificate.path()))
+        name = ((whole or {}).get("spec") or {}).get("secretName")
+        if whole is None or not name:
+            continue
+        secrets = await discovery.require("v1", "Secret")
+        path = secrets.object_path(name, certificate.ref.namespace)
+        secret = await _retrying(partial(kube.get, path, accept=PARTIAL_METADATA))
+        if secret is None or secret["metadata"].get("deletionTimestamp") \
+                or not issued_for(secret, whole):
+            continue
+        ref = ObjectRef("v1", "Secret", certificate.ref.namespace, name)
+        issued.append(Candidate(secrets, ref, secret["metadata"]["uid"]))
+    return issued
 
 
 async def foreign_content(kube: Kube, discovery: Discovery, namespace: str,

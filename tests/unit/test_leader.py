@@ -193,9 +193,9 @@ class FakeLeaseApi:
             raise ApiError(0, "ClientConnectorError", "connection refused", method, path)
         return await result
 
-    async def get(self, path: str) -> JsonObject | None:
-        async def read() -> JsonObject | None:
-            return self.lease
+    async def get(self, path: str, **_: Any) -> JsonObject | None:
+        async def read() -> JsonObject | None:  # the Lease; no operator Deployment here
+            return self.lease if "/leases/" in path else None
         return await self._answer("GET", path, read())
 
     async def create(self, path: str, body: JsonObject, **_: Any) -> JsonObject:

@@ -292,7 +292,8 @@ def relabelled(objects: tuple[dict[str, Any], ...], key: str, value: str,
     """`objects` with every label `key: value` replaced by `new_key: new_value`."""
     result = copy.deepcopy(list(objects))
     holders = [obj["metadata"] for obj in result] + [
-        obj["spec"]["template"]["metadata"] for obj in result if obj["kind"] == "Deployment"]
+        obj["spec"]["template"]["metadata"] for obj in result if obj["kind"] == "Deployment"] + [
+        obj["spec"]["secretTemplate"] for obj in result if obj["kind"] == "Certificate"]
     for holder in holders:
         assert holder["labels"].get(key) == value, (holder, key)
         del holder["labels"][key]

@@ -265,6 +265,8 @@ def test_cert_manager_replaces_the_cert_controller_with_a_certificate() -> None:
         "duration": "8760h0m0s",
         "renewBefore": "30m0s",
         "secretName": "external-secrets-webhook-cm",
+        # cert-manager labels the Secret it issues as the operator's (it goes with this).
+        "secretTemplate": {"labels": certificate["metadata"]["labels"]},
     }
     volumes = find(state, "Deployment", "external-secrets-webhook")["spec"]["template"][
         "spec"]["volumes"]
@@ -328,6 +330,7 @@ def test_bitwarden_without_secret_ref_gets_its_certificate_from_cert_manager() -
                                                issue_certificate=True))
     certificate = find(state, "Certificate", "bitwarden-tls-certs")
     assert certificate["spec"]["secretName"] == "bitwarden-tls-certs"
+    assert certificate["spec"]["secretTemplate"] == {"labels": certificate["metadata"]["labels"]}
     assert certificate["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
     # Both names a client may call the Service by (its template's comment names the short one).
     service = find(state, "Service", "bitwarden-sdk-server")["metadata"]["name"]
