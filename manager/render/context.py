@@ -7,8 +7,8 @@ manifests/operand/README.md):
     operand_pods_selector, outbound_pods_selector, log_level, operating_namespace,
     egress_policy.{name, egress} (provider-egress only),
     images.{external_secrets, bitwarden_sdk_server},
-    webhook.{check_interval, lookahead_interval, certificate_secret, annotations, ca_bundle,
-             failure_policy, timeout_seconds, tls_args},
+    webhook.{check_interval, lookahead_interval, certificate_secret, annotations,
+             configuration_labels, ca_bundle, failure_policy, timeout_seconds, tls_args},
     cert_manager.{issuer_ref, duration, renew_before},
     bitwarden.{tls_secret_name},
     pod.{security_context, node_selector, affinity, tolerations, topology_spread_constraints,
@@ -80,6 +80,10 @@ RESTRICTED_POD_SECURITY_CONTEXT: Final = {
 
 WEBHOOK_CONFIGURATIONS: Final = ("externalsecret-validate", "secretstore-validate")
 INJECT_CA_FROM: Final = "cert-manager.io/inject-ca-from"
+COMPONENT_LABEL: Final = "external-secrets.io/component"
+COMPONENT_VALUE: Final = "webhook"
+"""The webhook configurations' label the cert-controller looks for before it writes its CA
+into one (external-secrets' pkg/controllers/webhookconfig)."""
 
 TRUSTED_CA_CONFIGMAP: Final = "external-secrets-trusted-ca-bundle"
 TRUSTED_CA_VOLUME: Final = "trusted-ca-bundle"
@@ -114,10 +118,35 @@ LOADED_CONTENT_ANNOTATION: Final = "operator.openshift.io/loaded-content-hash"
 
 def webhook_secret(cert_manager: CertManagerSettings) -> str:
     """The Secret whose certificate the webhook serves: cert-manager's once it is on and has
-    issued it; until then, during a switch, the cert-controller's, which stays meanwhile."""
-    if cert_manager.enabled and not cert_manager.mount_previous:
+    issued it; until then, during a switch, the cert-controller's, which stays meanwhile.
+    On the way back the other way round: cert-manager's until the cert-controller has made
+    its own (steps/ca_overlap.py, `way_back`)."""
+    if cert_manager.enabled != cert_manager.mount_previous:
         return WEBHOOK_SECRET_CERT_MANAGER
     return WEBHOOK_SECRET
+
+
+def bridging(cert_manager: CertManagerSettings) -> bool:
+    """The caBundle trusts the previous CAs too while the webhook pods move to a new one:
+    then the operator alone writes it (steps/ca_overlap.py)."""
+    return cert_manager.bundle_overlap is not None
+
+
+def webhook_configuration_labels(cert_manager: CertManagerSettings) -> dict[str, str]:
+    """The webhook configurations' own label, by which the cert-controller finds them and
+    writes its CA into them: withheld while the operator bridges two CAs."""
+    return {} if bridging(cert_manager) else {COMPONENT_LABEL: COMPONENT_VALUE}
+
+
+def injector_annotations(config: EffectiveConfig) -> dict[str, str] | None:
+    """cert-manager's CA injector annotation (addInjectorAnnotations): withheld while the
+    webhook still serves the cert-controller's Secret and while the operator bridges two CAs,
+    since the injector writes the new CA as soon as it is issued."""
+    cert_manager = config.cert_manager
+    if (not cert_manager.enabled or not cert_manager.add_injector_annotations
+            or cert_manager.mount_previous or bridging(cert_manager)):
+        return None
+    return {INJECT_CA_FROM: f"{config.namespace}/{WEBHOOK_CERTIFICATE}"}
 
 
 def operand_log_level(level: int) -> str:
@@ -264,12 +293,12 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
             "check_interval": config.webhook_check_interval,
             "lookahead_interval": config.webhook_lookahead_interval,
             "certificate_secret": webhook_secret(cert_manager),
-            "annotations": (
-                {INJECT_CA_FROM: f"{config.namespace}/{WEBHOOK_CERTIFICATE}"}
-                if cert_manager.enabled and cert_manager.add_injector_annotations else None
-            ),
-            "ca_bundle": (cert_manager.bundle_overlap or cert_manager.ca_bundle)
-            if cert_manager.operator_fills_ca_bundle else None,
+            "annotations": injector_annotations(config),
+            "configuration_labels": webhook_configuration_labels(cert_manager),
+            # Set by the cluster facts only (steps/facts.py): cert-manager's CA, or the
+            # overlap of old and new CAs, or on the way back the caBundle the cert-controller
+            # has yet to replace.
+            "ca_bundle": cert_manager.bundle_overlap or cert_manager.ca_bundle,
             "failure_policy": config.webhook.failure_policy,
             "timeout_seconds": config.webhook.timeout_seconds,
             # The cluster's TLS security profile, as far as Go can follow it (tls_profile.py).

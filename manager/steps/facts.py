@@ -7,11 +7,15 @@ ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) right now; a CRD wa
 Always: whether the operand namespace carries openshift.io/cluster-monitoring=true, which
 decides which Prometheus the NetworkPolicies admit (render/alerts.metrics_scrapers).
 
-The CA bundle: with cert-manager on and its CA injector off (addInjectorAnnotations "false"),
-nothing else would put a CA into the webhooks' caBundle, so the operator takes the CA that
-cert-manager published with the issued certificate (`ca.crt` of the Certificate's Secret)
-and renders it into the ValidatingWebhookConfigurations. Only that one key is kept; the
-Secret's other keys (the private key) are dropped with the response and never logged.
+The CA bundle: with cert-manager on, the operator takes the CA that cert-manager published
+with the issued certificate (`ca.crt` of the Certificate's Secret) and renders it into the
+ValidatingWebhookConfigurations; with the CA injector on too (addInjectorAnnotations "true")
+that is the CA the injector writes, rendered so that the operator can bridge a CA change
+(steps/ca_overlap.py). With the cert-controller, the caBundle is the cert-controller's to
+write, except on the way back from cert-manager (ca_overlap.way_back): the watch cache
+says whether one is under way, and only then is the cert-controller's Secret read. Only
+`ca.crt` is kept; a Secret's other keys (the private keys) are dropped with the response
+and never logged.
 
 Content loaded once: Go processes read their root CAs once (SSL_CERT_DIR: the trustedCABundle
 ConfigMap and the proxy's CA bundle) and bitwarden-sdk-server loads its key pair once, so the
@@ -63,6 +67,7 @@ MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
 KUBERNETES_SERVICE = "/api/v1/namespaces/default/services/kubernetes"
 WEBHOOKS_API = "admissionregistration.k8s.io/v1"
 WEBHOOK_KIND = "ValidatingWebhookConfiguration"
+WEBHOOKS_PATH = f"/apis/{WEBHOOKS_API}/validatingwebhookconfigurations"
 APISERVER_API = "config.openshift.io/v1"
 APISERVER_KIND = "APIServer"
 APISERVER_NAME = "cluster"
@@ -127,25 +132,47 @@ class ClusterFacts:
 
     async def _webhook_certificate(self, config: EffectiveConfig) -> EffectiveConfig:
         """With cert-manager on: which Secret the webhook serves, the CA cert-manager
-        published and, while the pods move to a new CA, the caBundle that trusts both."""
+        published and, while the pods move to a new CA, the caBundle that trusts both.
+        With the cert-controller: the same while the webhook comes back to it."""
         settings = config.cert_manager
         if not settings.enabled:
-            return config
+            return await self._way_back(config)
         secrets = f"/api/v1/namespaces/{config.namespace}/secrets"
-        fills = settings.operator_fills_ca_bundle
-        secret = await self.kube.get(f"{secrets}/{WEBHOOK_SECRET_CERT_MANAGER}",
-                                     accept="application/json" if fills else PARTIAL_METADATA)
+        secret = await self.kube.get(f"{secrets}/{WEBHOOK_SECRET_CERT_MANAGER}")
         facts: dict[str, object] = {
             "issued": secret is not None,
             "mount_previous": secret is None and (await self._live(
                 ObjectRef("v1", "Secret", config.namespace, WEBHOOK_SECRET),
                 PARTIAL_METADATA) is not None)}
         published = ((secret or {}).get("data") or {}).get("ca.crt") or None
-        if fills and published and secret is not None:
+        if published and secret is not None:
             facts.update(await self._overlap(config, published, last_change(secret)))
         del secret  # the private key goes no further
         return config.model_copy(update={"cert_manager": settings.model_copy(
-            update={**facts, "ca_bundle": published if fills else None})})
+            update={**facts, "ca_bundle": published})})
+
+    async def _way_back(self, config: EffectiveConfig) -> EffectiveConfig:
+        """With the cert-controller: nothing, once the webhook is settled on it (the watch
+        cache shows it); on the way back from cert-manager, what ca_overlap.way_back says."""
+        name = DEPLOYMENT_NAMES["webhook"]
+        deployment = await self._built_in(
+            ObjectRef("apps/v1", "Deployment", config.namespace, name),
+            f"/apis/apps/v1/namespaces/{config.namespace}/deployments/{name}")
+        configurations = [await self._built_in(
+            ObjectRef(WEBHOOKS_API, WEBHOOK_KIND, "", name), f"{WEBHOOKS_PATH}/{name}")
+            for name in WEBHOOK_CONFIGURATIONS]
+        if ca_overlap.settled_on_cert_controller(deployment, configurations):
+            return config
+        secrets = f"/api/v1/namespaces/{config.namespace}/secrets"
+        secret = await self.kube.get(f"{secrets}/{WEBHOOK_SECRET}")
+        ca = ((secret or {}).get("data") or {}).get("ca.crt") or None
+        written = last_change(secret) if secret is not None else 0.0
+        del secret  # the private keys go no further
+        way = ca_overlap.way_back(deployment, ca_overlap.live_bundles(configurations), ca,
+                                  secret_written=written, now=time.time())
+        return config.model_copy(update={"cert_manager": config.cert_manager.model_copy(
+            update={"mount_previous": way.mount_previous, "bundle_overlap": way.bundle,
+                    "overlap_until": way.until, "ca_bundle": way.handover})})
 
     async def _overlap(self, config: EffectiveConfig, published: str,
                        written: float) -> dict[str, object]:
@@ -172,6 +199,13 @@ class ClusterFacts:
         resource = await self.discovery.require(ref.api_version, ref.kind)
         return await self.kube.get(resource.object_path(ref.name, ref.namespace or None),
                                    accept=accept)
+
+    async def _built_in(self, ref: ObjectRef, path: str) -> JsonObject | None:
+        """An object of a built-in kind (no discovery needed): from the watch cache when it
+        has listed the kind (every pass but those before the first listing), else read."""
+        if self.cache.synced((ref.group, ref.kind)):
+            return self.cache.get(ref)
+        return await self.kube.get(path)
 
     async def _monitoring(self, config: EffectiveConfig) -> EffectiveConfig:
         facts = {"platform_scraped": await self._platform_scraped(config.namespace)}

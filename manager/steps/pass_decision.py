@@ -21,7 +21,9 @@ The rules:
 - Our objects that are no longer rendered are deleted once every apply succeeded, except
   the cert-controller's while cert-manager replaces it: those wait until cert-manager's
   webhook Certificate is Ready and its Secret exists (the seed's safe transition), which
-  only the pass can see after its writes (`deferred`).
+  only the pass can see after its writes (`deferred`). The other way round, cert-manager's
+  webhook Certificate stays while the webhook still mounts the Secret it issued (the way
+  back to the cert-controller: that Secret goes with the Certificate), `kept`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from manager.apply import ForeignObjectsError, ObjectRef, Observed, Resource
 from manager.client.kube import JsonObject
 from manager.config import EffectiveConfig
+from manager.names import WEBHOOK_CERTIFICATE
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.steps.preflight import MissingDependencyError
 
@@ -71,6 +74,9 @@ class PassDecision:
     deferred: tuple[Unwanted, ...]
     """The cert-controller's objects: deleted only once cert-manager's webhook Certificate
     is Ready and its Secret exists."""
+    kept: tuple[Unwanted, ...] = ()
+    """Not deleted in this pass: cert-manager's webhook Certificate while the webhook still
+    serves the Secret it issued (a later pass deletes it, and that Secret)."""
 
 
 def decide(observation: Observation) -> PassDecision:
@@ -92,12 +98,26 @@ def decide(observation: Observation) -> PassDecision:
         return PassDecision(None, namespace, apply, held, waiting, blocked, (), ())
     replaced = [u for u in observation.unwanted
                 if config.cert_manager.enabled and _app(u[1]) == CERT_CONTROLLER_APP]
-    prune = tuple(u for u in observation.unwanted if u not in replaced)
-    return PassDecision(None, namespace, apply, held, waiting, None, prune, tuple(replaced))
+    kept = [u for u in observation.unwanted
+            if _serves_issued_secret(config) and _is_webhook_certificate(u[1])]
+    prune = tuple(u for u in observation.unwanted if u not in replaced and u not in kept)
+    return PassDecision(None, namespace, apply, held, waiting, None, prune, tuple(replaced),
+                        tuple(kept))
 
 
 def refs(items: Sequence[Unwanted]) -> list[ObjectRef]:
     return [ObjectRef.of(obj) for _, obj in items]
+
+
+def _serves_issued_secret(config: EffectiveConfig) -> bool:
+    """cert-manager is off, but the webhook still mounts the Secret it issued (the way back to
+    the cert-controller, until the cert-controller has made its own: render.context)."""
+    return not config.cert_manager.enabled and config.cert_manager.mount_previous
+
+
+def _is_webhook_certificate(obj: JsonObject) -> bool:
+    return obj.get("kind") == "Certificate" and obj.get("metadata", {}).get(
+        "name") == WEBHOOK_CERTIFICATE
 
 
 def _namespace(observed: Observed) -> bool:

@@ -76,4 +76,4 @@ async def test_without_a_proxy_the_kubernetes_service_is_not_read() -> None:
     kube = _ServiceReader({})
     facts = ClusterFacts(cast(Kube, kube), cast(Discovery, None), _no_apiserver())
     assert await facts.complete(config()) == config()
-    assert kube.reads == []
+    assert KUBERNETES_SERVICE_PATH not in kube.reads

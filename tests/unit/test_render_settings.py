@@ -285,16 +285,19 @@ def test_injector_annotations_go_on_both_webhook_configurations_only_when_asked(
 
 
 def test_without_the_injector_the_operator_sets_the_issued_ca_on_every_webhook() -> None:
+    # With the injector too: the CA it writes, so that the operator can bridge a CA change
+    # (steps/ca_overlap.py). The cluster facts decide; the renderer sets what they give.
     ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
     filled = render(cert_manager=CERT_MANAGER.model_copy(update={"ca_bundle": ca}))
     injected = render(cert_manager=CERT_MANAGER.model_copy(
         update={"ca_bundle": ca, "add_injector_annotations": True}))
     not_yet = render(cert_manager=CERT_MANAGER)
-    built_in = render(cert_manager=CertManagerSettings(ca_bundle=ca))
+    built_in = render(cert_manager=CertManagerSettings())
     for name in ("externalsecret-validate", "secretstore-validate"):
-        webhooks = find(filled, "ValidatingWebhookConfiguration", name)["webhooks"]
-        assert {w["clientConfig"].get("caBundle") for w in webhooks} == {ca}
-        for other in (injected, not_yet, built_in):  # someone else fills it: not ours to set
+        for set_by_us in (filled, injected):
+            webhooks = find(set_by_us, "ValidatingWebhookConfiguration", name)["webhooks"]
+            assert {w["clientConfig"].get("caBundle") for w in webhooks} == {ca}
+        for other in (not_yet, built_in):  # someone else fills it: not ours to set
             webhooks = find(other, "ValidatingWebhookConfiguration", name)["webhooks"]
             assert all("caBundle" not in w["clientConfig"] for w in webhooks)
 
