@@ -177,9 +177,9 @@ class CertManagerSettings(_Frozen):
     duration: str = kube_values.normal_go_duration(defaults.CERTIFICATE_DURATION)
     renew_before: str = kube_values.normal_go_duration(defaults.CERTIFICATE_RENEW_BEFORE)
     ca_bundle: str | None = None
-    """A cluster fact, not a setting: without the CA injector (addInjectorAnnotations
-    "false") the operator puts the CA of the issued webhook certificate (its Secret's
-    `ca.crt`, base64 as the API carries it) into the webhooks' caBundle."""
+    """A cluster fact, not a setting: the CA of the issued webhook certificate (its Secret's
+    `ca.crt`, base64 as the API carries it), which the operator puts into the webhooks'
+    caBundle (with the CA injector too: the same CA the injector writes, steps/ca_overlap.py)."""
 
     bundle_overlap: str | None = None
     """A cluster fact: while the webhook pods move to a new CA (steps/ca_overlap.py),
@@ -193,10 +193,6 @@ class CertManagerSettings(_Frozen):
     issued: bool = False
     """A cluster fact: the Secret cert-manager fills for the webhook exists, so the webhook
     can be served from it whatever happens to the Issuer."""
-
-    @property
-    def operator_fills_ca_bundle(self) -> bool:
-        return self.enabled and not self.add_injector_annotations
 
     @property
     def renew_ahead(self) -> int:

@@ -260,8 +260,10 @@ class CertManagerConfig(ApiModel):
     """addInjectorAnnotations is for adding the `cert-manager.io/inject-ca-from` annotation to the
     webhooks and CRDs to automatically setup webhook to the cert-manager CA. This requires
     CA Injector to be enabled in cert-manager. Use `true` or `false` to indicate the preference.
-    Only with enabled "true". With "false" the operator copies the issued CA into the webhooks
-    itself. Default: "false"."""
+    Only with enabled "true". Either way the operator copies the issued CA into the webhooks
+    itself, and while the webhook moves to a new CA it withholds the annotation so that the
+    webhooks trust the old and the new CA until every pod serves the new one. Default:
+    "false"."""
 
     issuer_ref: Annotated[
         ObjectReference | None, Schema(rules=rules.ISSUER_REF)

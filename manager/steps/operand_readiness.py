@@ -128,5 +128,5 @@ def _ca_bundle_source(config: EffectiveConfig) -> str:
     if not config.cert_manager.enabled:
         return "the cert-controller"
     if config.cert_manager.add_injector_annotations:
-        return "cert-manager's CA injector"
+        return "the operator and cert-manager's CA injector, from the CA of the issued certificate"
     return "the operator, from the CA of the issued certificate"

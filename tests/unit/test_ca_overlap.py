@@ -95,3 +95,74 @@ def test_the_webhook_moves_to_cert_managers_secret_only_once_it_is_issued() -> N
     assert webhook_secret(CertManagerSettings(enabled=True)) == WEBHOOK_SECRET_CERT_MANAGER
     assert webhook_secret(CertManagerSettings(enabled=True, mount_previous=True)) == \
         WEBHOOK_SECRET
+
+
+# --- the way back to the cert-controller ------------------------------------------------
+
+
+def configuration(bundle: str | None, *, labelled: bool = True) -> dict[str, object]:
+    labels = {"external-secrets.io/component": "webhook"} if labelled else {}
+    client = {"caBundle": bundle} if bundle else {}
+    return {"metadata": {"labels": labels}, "webhooks": [{"clientConfig": client}]}
+
+
+def test_the_webhook_stays_on_cert_managers_secret_on_the_way_back_until_it_is_replaced(
+        ) -> None:
+    assert webhook_secret(CertManagerSettings(mount_previous=True)) == NEW_SECRET
+    assert webhook_secret(CertManagerSettings()) == WEBHOOK_SECRET
+
+
+def test_settled_on_the_cert_controller_only_when_nothing_is_left_to_bridge(
+        cas: dict[str, str]) -> None:
+    settled = [configuration(cas["old"]), configuration(cas["old"])]
+    assert ca_overlap.settled_on_cert_controller(deployment(WEBHOOK_SECRET), settled)
+    assert ca_overlap.settled_on_cert_controller(None, [None, None])
+    # Still on cert-manager's Secret; a configuration without the cert-controller's label;
+    # a caBundle that trusts two CAs (the operator's bridge): each is a way back under way.
+    assert not ca_overlap.settled_on_cert_controller(deployment(NEW_SECRET), settled)
+    assert not ca_overlap.settled_on_cert_controller(
+        deployment(WEBHOOK_SECRET), [configuration(cas["old"]),
+                                     configuration(cas["old"], labelled=False)])
+    both = ca_overlap.union_bundle([cas["old"], cas["new"]])
+    assert both is not None
+    assert not ca_overlap.settled_on_cert_controller(
+        deployment(WEBHOOK_SECRET), [configuration(both), configuration(cas["old"])])
+
+
+def test_before_the_cert_controller_made_its_ca_the_webhook_stays_and_every_ca_is_kept(
+        cas: dict[str, str]) -> None:
+    live = [cas["new"], cas["other"]]  # cert-manager's CA, and one more trusted before
+    way = ca_overlap.way_back(deployment(NEW_SECRET), live, None, secret_written=0.0,
+                              now=10.0)
+    assert way.mount_previous
+    assert way.bundle is not None
+    assert certificates(way.bundle) == certificates(cas["new"]) | certificates(cas["other"])
+    assert (way.until, way.handover) == (None, None)
+    # A webhook that no longer mounts cert-manager's Secret is not moved back to it.
+    assert not ca_overlap.way_back(deployment(WEBHOOK_SECRET), live, None,
+                                   secret_written=0.0, now=10.0).mount_previous
+
+
+def test_the_cert_controllers_ca_is_added_until_every_pod_serves_it(
+        cas: dict[str, str]) -> None:
+    live = [cas["new"], cas["new"]]  # cert-manager's CA in both configurations
+    written = 1_000.0
+    moving = ca_overlap.way_back(deployment(WEBHOOK_SECRET), live, cas["old"],
+                                 secret_written=written, now=written + 1)
+    assert not moving.mount_previous
+    assert moving.bundle is not None
+    assert certificates(moving.bundle) == certificates(cas["old"]) | certificates(cas["new"])
+    assert moving.until == written + ca_overlap.OVERLAP_SECONDS
+    # The overlap over: the label comes back and the same caBundle stays until the
+    # cert-controller writes its own.
+    handed = ca_overlap.way_back(deployment(WEBHOOK_SECRET), live, cas["old"],
+                                 secret_written=written,
+                                 now=written + ca_overlap.OVERLAP_SECONDS)
+    assert (handed.bundle, handed.until) == (None, None)
+    assert handed.handover == moving.bundle
+
+
+def test_a_cabundle_of_the_cert_controllers_ca_alone_is_the_end_of_the_way_back(
+        cas: dict[str, str]) -> None:
+    assert ca_overlap.way_back(deployment(WEBHOOK_SECRET), [cas["old"], cas["old"]],
+                               cas["old"], secret_written=0.0, now=1.0) == ca_overlap.WayBack()
