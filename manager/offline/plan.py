@@ -174,9 +174,6 @@ async def _plan_operand(kube: Kube, config: EffectiveConfig, plan: Plan) -> None
     plan.steps.extend(Step("delete", ref) for ref in refs(decision.prune))
     plan.steps.extend(Step("delete", ref, ("once cert-manager's webhook Certificate is Ready",))
                       for ref in refs(decision.deferred))
-    plan.steps.extend(Step("wait", ref, ("deleted with the Secret it issued once the webhook "
-                                         "serves the cert-controller's certificate",))
-                      for ref in refs(decision.kept))
 
 
 async def _plan_object(kube: Kube, discovery: Discovery, observed: Observed,

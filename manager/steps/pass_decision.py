@@ -21,9 +21,11 @@ The rules:
 - Our objects that are no longer rendered are deleted once every apply succeeded, except
   the cert-controller's while cert-manager replaces it: those wait until cert-manager's
   webhook Certificate is Ready and its Secret exists (the seed's safe transition), which
-  only the pass can see after its writes (`deferred`). The other way round, cert-manager's
-  webhook Certificate stays while the webhook still mounts the Secret it issued (the way
-  back to the cert-controller: that Secret goes with the Certificate), `kept`.
+  only the pass can see after its writes (`deferred`). The other way round (the way back
+  to the cert-controller) nothing waits: cert-manager's webhook Certificate and the Secret
+  it issued go at once, and the webhook pods that still serve that Secret keep the files
+  they have until they roll (steps/ca_overlap.py, `way_back`; keeping the Certificate until
+  then refused 96 of 845 admissions in tests/disruption/test_ca_sources.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from dataclasses import dataclass
 from manager.apply import ForeignObjectsError, ObjectRef, Observed, Resource
 from manager.client.kube import JsonObject
 from manager.config import EffectiveConfig
-from manager.names import WEBHOOK_CERTIFICATE
 from manager.render.components import CERT_CONTROLLER_APP
 from manager.steps.preflight import MissingDependencyError
 
@@ -74,9 +75,6 @@ class PassDecision:
     deferred: tuple[Unwanted, ...]
     """The cert-controller's objects: deleted only once cert-manager's webhook Certificate
     is Ready and its Secret exists."""
-    kept: tuple[Unwanted, ...] = ()
-    """Not deleted in this pass: cert-manager's webhook Certificate while the webhook still
-    serves the Secret it issued (a later pass deletes it, and that Secret)."""
 
 
 def decide(observation: Observation) -> PassDecision:
@@ -98,26 +96,12 @@ def decide(observation: Observation) -> PassDecision:
         return PassDecision(None, namespace, apply, held, waiting, blocked, (), ())
     replaced = [u for u in observation.unwanted
                 if config.cert_manager.enabled and _app(u[1]) == CERT_CONTROLLER_APP]
-    kept = [u for u in observation.unwanted
-            if _serves_issued_secret(config) and _is_webhook_certificate(u[1])]
-    prune = tuple(u for u in observation.unwanted if u not in replaced and u not in kept)
-    return PassDecision(None, namespace, apply, held, waiting, None, prune, tuple(replaced),
-                        tuple(kept))
+    prune = tuple(u for u in observation.unwanted if u not in replaced)
+    return PassDecision(None, namespace, apply, held, waiting, None, prune, tuple(replaced))
 
 
 def refs(items: Sequence[Unwanted]) -> list[ObjectRef]:
     return [ObjectRef.of(obj) for _, obj in items]
-
-
-def _serves_issued_secret(config: EffectiveConfig) -> bool:
-    """cert-manager is off, but the webhook still mounts the Secret it issued (the way back to
-    the cert-controller, until the cert-controller has made its own: render.context)."""
-    return not config.cert_manager.enabled and config.cert_manager.mount_previous
-
-
-def _is_webhook_certificate(obj: JsonObject) -> bool:
-    return obj.get("kind") == "Certificate" and obj.get("metadata", {}).get(
-        "name") == WEBHOOK_CERTIFICATE
 
 
 def _namespace(observed: Observed) -> bool:

@@ -158,23 +158,3 @@ def test_a_namespace_being_deleted_is_a_wait_for_everything() -> None:
     decision = decide(Observation(cfg, seen, (), (OLD_BITWARDEN_SA,)))
     assert (decision.namespace, decision.apply, decision.prune) == ((), (), ())
     assert len(decision.waiting) == len(seen)
-
-
-def test_on_the_way_back_the_webhook_certificate_stays_while_its_secret_is_served() -> None:
-    """Going back to the cert-controller, the webhook mounts cert-manager's Secret until the
-    cert-controller has made its own; that Secret goes with its Certificate, so both wait."""
-    certificate = (Resource("cert-manager.io/v1", "Certificate", "certificates", True),
-                   {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {
-                       "name": "external-secrets-webhook", "namespace": "external-secrets",
-                       "labels": {"app.kubernetes.io/name": "external-secrets-webhook"}}})
-    back = config()
-    serving = back.model_copy(update={"cert_manager": back.cert_manager.model_copy(
-        update={"mount_previous": True})})
-    decision = decide(Observation(serving, observed(serving, {}), (),
-                                  (certificate, OLD_BITWARDEN_SA)))
-    assert refs(decision.prune) == [ObjectRef.of(OLD_BITWARDEN_SA[1])]
-    assert refs(decision.kept) == [ObjectRef.of(certificate[1])]
-    # Once the webhook serves the cert-controller's certificate, it goes (its Secret after it).
-    decision = decide(Observation(back, observed(back, {}), (), (certificate, OLD_BITWARDEN_SA)))
-    assert refs(decision.prune) == [ObjectRef.of(certificate[1]), ObjectRef.of(OLD_BITWARDEN_SA[1])]
-    assert decision.kept == ()
