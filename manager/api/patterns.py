@@ -3,7 +3,7 @@ reserved names: declared once.
 
 Each pattern is a Python regular expression without anchors. The CRD's CEL rules
 (manager/api/rules.py) embed it with `cel()`, the operator's run-time checks
-(manager/kube_values.py, manager/config.py) match it with `re.fullmatch`.
+(manager/kube_values.py, manager/config/) match it with `re.fullmatch`.
 tests/api/test_patterns_agree.py sends one table of values through both, CEL on the real
 API server, so the two can never drift apart.
 """

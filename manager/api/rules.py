@@ -149,7 +149,7 @@ EXTERNAL_SECRETS_MANAGER = (ESM_SINGLETON,)
 
 # --- ExternalSecretsConfig.spec -------------------------------------------------------------
 
-# Added: the webhook's lookahead (manager/config.py, LOOKAHEAD_MARGIN) is the renew-ahead less
+# Added: the webhook's lookahead (manager/config/types.py, LOOKAHEAD_MARGIN) is the renew-ahead less
 # one check interval and a 10m margin, and must be at least one check interval. The defaults
 # apply where the API server has not put them (webhookConfig absent: 5m). Malformed values
 # are left to the fields' own rule.
@@ -165,7 +165,7 @@ CERT_CONTROLLER_RENEW_AHEAD = "2160h"
 CERT_CONTROLLER_REQUEUE_INTERVAL = "5m"
 WEBHOOK_LIFETIMES = (
     Rule(
-        run_time="manager.config._check_lookahead",
+        run_time="manager.config.checks._check_lookahead",
         rule=(
             f"!{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
             f"(has({_CM}.certificateRenewBefore) && "
@@ -190,7 +190,7 @@ WEBHOOK_LIFETIMES = (
         ),
     ),
     Rule(
-        run_time="manager.config._webhook_check_interval",
+        run_time="manager.config.checks._webhook_check_interval",
         rule=(
             f"{_CERT_MANAGER_ON} || {_CHECK_MALFORMED} || "
             f"{_CHECK_INTERVAL} + {_CHECK_INTERVAL} + duration('{LOOKAHEAD_MARGIN}') + "
@@ -215,7 +215,7 @@ WEBHOOK_LIFETIMES = (
 # from secretRef or from cert-manager; with neither it can never start.
 APPLICATION_CONFIG = (
     Rule(
-        run_time="manager.config._bitwarden",
+        run_time="manager.config.merge._bitwarden",
         rule=(
             "!has(self.bitwardenSecretManagerProvider) || "
             "!has(self.bitwardenSecretManagerProvider.enabled) || "
@@ -239,12 +239,12 @@ APPLICATION_CONFIG = (
 
 CERT_MANAGER_CONFIG = (
     Rule(  # SEED
-        run_time="manager.config._cert_manager",
+        run_time="manager.config.merge._cert_manager",
         rule="self.enabled != 'true' || has(self.issuerRef)",
         message="issuerRef must be provided when enabled is set to 'true'.",
     ),
     Rule(  # SEED
-        run_time="manager.config._cert_manager",
+        run_time="manager.config.merge._cert_manager",
         rule=(
             "has(self.addInjectorAnnotations) && self.addInjectorAnnotations != 'false' "
             "? self.enabled != 'false' : true"
@@ -255,7 +255,7 @@ CERT_MANAGER_CONFIG = (
     # duration. The matches() guards keep duration() from failing on a malformed value (the
     # field's own rule reports that one).
     Rule(
-        run_time="manager.config._cert_manager",
+        run_time="manager.config.merge._cert_manager",
         rule=(
             "!has(self.certificateDuration) || !has(self.certificateRenewBefore) || "
             f"!self.certificateDuration.matches('{_GO_DURATION}') || "
@@ -278,7 +278,7 @@ ISSUER_REF = (
     _way_out(WAY_OUT_ISSUER),
     # SEED, guarded with has(): kind and group are optional.
     Rule(
-        run_time="manager.config._cert_manager",
+        run_time="manager.config.merge._cert_manager",
         rule=(
             "!has(self.kind) || self.kind.lowerAscii() == 'issuer' || "
             "self.kind.lowerAscii() == 'clusterissuer'"
@@ -288,7 +288,7 @@ ISSUER_REF = (
         note="`kind` is optional; without the guard an issuerRef without kind fails to evaluate.",
     ),
     Rule(
-        run_time="manager.config._cert_manager",
+        run_time="manager.config.merge._cert_manager",
         rule="!has(self.group) || self.group.lowerAscii() == 'cert-manager.io'",
         message="group must be 'cert-manager.io'",
         origin="seed+guard",
@@ -315,7 +315,7 @@ NAMESPACE_IMMUTABLE = (
 # Added: a namespace that is not a DNS label can never be created.
 NAMESPACE_NAME = (
     Rule(
-        run_time="manager.config._namespace, manager.config._operating_namespace",
+        run_time="manager.config.checks._namespace, manager.config.checks._operating_namespace",
         rule=f"self.matches('{_DNS_LABEL}')",
         message=(
             "must be a valid namespace name: lowercase alphanumeric characters or '-', "
@@ -327,7 +327,7 @@ NAMESPACE_NAME = (
 )
 
 # Namespaces the operand must never share: the cluster's own and the distribution's. The
-# operator also refuses, at run time, the namespace it runs in itself (manager/config.py),
+# operator also refuses, at run time, the namespace it runs in itself (manager/config/checks.py),
 # which CEL cannot know.
 SHARED_NAMESPACES = patterns.SHARED_NAMESPACES
 SYSTEM_NAMESPACE_PREFIXES = patterns.SYSTEM_NAMESPACE_PREFIXES
@@ -340,7 +340,7 @@ def _quoted(names: tuple[str, ...]) -> str:
 # Added: the operand's NetworkPolicies, RBAC and pruning act on the namespace it runs in.
 OPERAND_NAMESPACE_NOT_SHARED = (
     Rule(
-        run_time="manager.config._namespace",
+        run_time="manager.config.checks._namespace",
         rule=(
             f"!(self in [{_quoted(SHARED_NAMESPACES)}]) && "
             + " && ".join(f"!self.startsWith('{prefix}')" for prefix in SYSTEM_NAMESPACE_PREFIXES)
@@ -374,7 +374,7 @@ OPERATOR_NETWORK_POLICIES = (
 
 NETWORK_POLICY_NAME = (
     Rule(
-        run_time="manager.config._egress_policies",
+        run_time="manager.config.merge._egress_policies",
         rule=f"!(self in [{_quoted(OPERATOR_NETWORK_POLICIES)}])",
         message=(
             "name must not be the name of a NetworkPolicy the operator renders itself "
@@ -389,7 +389,7 @@ NETWORK_POLICY_NAME = (
 # entries with one name (for different components) would be one object.
 NETWORK_POLICIES = (
     Rule(
-        run_time="manager.config._egress_policies",
+        run_time="manager.config.merge._egress_policies",
         rule="self.all(p, self.exists_one(q, q.name == p.name))",
         message=(
             "names in networkPolicies must be unique: each entry becomes a NetworkPolicy of "
@@ -407,9 +407,9 @@ NETWORK_POLICIES = (
 OBJECT_NAME = (
     Rule(
         run_time=("admission only: the names the operator looks up itself are checked again "
-                  "(manager.config._bitwarden, manager.config._cert_manager); the others (a "
-                  "priorityClassName, the CA bundle's ConfigMap) go into objects the API server "
-                  "checks"),
+                  "(manager.config.merge._bitwarden, manager.config.merge._cert_manager); the "
+                  "others (a priorityClassName, the CA bundle's ConfigMap) go into objects the "
+                  "API server checks"),
         rule=f"self.matches('{_DNS_SUBDOMAIN}')",
         message=(
             "must be a valid object name: lowercase alphanumeric characters, '-' or '.', "
@@ -438,7 +438,7 @@ DURATION = (
 # (a pasted newline, a tab) is never part of a proxy URL or a no-proxy list.
 PROXY_VALUE = (
     Rule(
-        run_time="manager.config._checked_proxy",
+        run_time="manager.config.checks._checked_proxy",
         # Unanchored (matches anywhere), so not patterns.cel(patterns.CONTROL_CHARACTER).
         rule=r"!self.matches('[\\x00-\\x1f\\x7f]')",
         message="must not contain control characters such as newlines or tabs",
@@ -452,7 +452,7 @@ PROXY_VALUE = (
 # host; anything else is silently ignored or fails every request to a provider.
 PROXY_URL = (
     Rule(
-        run_time="manager.config._checked_proxy",
+        run_time="manager.config.checks._checked_proxy",
         rule=(
             "self == '' || (isURL(self) && url(self).getScheme() in ['http', 'https', 'socks5'] "
             "&& url(self).getHostname() != '')"
@@ -487,7 +487,7 @@ NODE_SELECTOR_KEYS = (_label_key_rule(),)
 USER_LABEL_KEYS = (
     _label_key_rule(),
     Rule(
-        run_time="manager.config._checked_user_labels",
+        run_time="manager.config.checks._checked_user_labels",
         rule=f"self.all(k, !k.matches('{_RESERVED_LABEL_KEY}'))",
         message=(
             "label keys 'app', 'app.kubernetes.io/*', 'external-secrets.io/*', "
@@ -515,7 +515,7 @@ _CONFIGMAP_KEY = patterns.cel(patterns.CONFIGMAP_KEY)
 # The reference operator's C3-C7, with the operator's own prefixes added to C7's.
 ANNOTATION_KEYS = (
     Rule(
-        run_time="manager.config._annotations",
+        run_time="manager.config.checks._annotations",
         rule=f"self.all(key, key.matches('{_LABEL_KEY}'))",
         message=(
             "Annotation keys must consist of alphanumeric characters, '-', '_' or '.', starting "
@@ -526,20 +526,20 @@ ANNOTATION_KEYS = (
         note="The reference operator's rule (C3); the API server refuses such keys anyway.",
     ),
     Rule(
-        run_time="manager.config._annotations",
+        run_time="manager.config.checks._annotations",
         rule="self.all(key, !key.contains('/') || key.split('/')[0].size() <= 253)",
         message="Annotation key prefix (DNS subdomain) must be no more than 253 characters",
         origin="added", note="The reference operator's rule (C4).",
     ),
     Rule(
-        run_time="manager.config._annotations",
+        run_time="manager.config.checks._annotations",
         rule=("self.all(key, key.contains('/') ? key.split('/')[1].size() <= 63 "
               ": key.size() <= 63)"),
         message="Annotation key name part must be no more than 63 characters",
         origin="added", note="The reference operator's rule (C5).",
     ),
     Rule(
-        run_time="manager.config._annotations",
+        run_time="manager.config.checks._annotations",
         rule=(f"self.all(key, key in {_cel_list(patterns.PLATFORM_ANNOTATION_KEYS)} || "
               f"!key.matches('{_RESERVED_ANNOTATION_KEY}'))"),
         message=(
@@ -559,7 +559,7 @@ ANNOTATION_KEYS = (
 
 OVERRIDE_ENV = (
     Rule(
-        run_time="manager.config._override_env",
+        run_time="manager.config.checks._override_env",
         rule=(f"self.all(e, !{_cel_list(patterns.RESERVED_ENV_PREFIXES)}.exists(p, "
               f"e.name.startsWith(p)) && !(e.name in {_cel_list(patterns.RESERVED_ENV_NAMES)}))"),
         message=(
@@ -579,7 +579,8 @@ _UNMANAGED_REPLICAS = ("(has(self.deploymentConfigs.manageReplicas) && "
 COMPONENT_CONFIG = (
     Rule(
         run_time=("admission only: the operator reads the tuning of ExternalSecretsCoreController "
-                  "only (manager.config._controller_flags); another component's is never used"),
+                  "only (manager.config.merge._controller_flags); another component's is never "
+                  "used"),
         rule="!has(self.tuning) || self.componentName == 'ExternalSecretsCoreController'",
         message="tuning can only be set for componentName ExternalSecretsCoreController",
         origin="added", note="The tuning flags are the core controller's.",
@@ -587,7 +588,7 @@ COMPONENT_CONFIG = (
     Rule(
         run_time=("admission only: at run time a budget for one replica is not rendered and is "
                   "listed in status.ignoredSettings; above one replica "
-                  "manager.config._check_budget refuses it"),
+                  "manager.config.checks._check_budget refuses it"),
         rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
               f"!has({_PDB}.minAvailable) || {_UNMANAGED_REPLICAS} || "
               f"{_PDB}.minAvailable < (has(self.deploymentConfigs.replicas) ? "
@@ -599,7 +600,7 @@ COMPONENT_CONFIG = (
               "to 1."),
     ),
     Rule(
-        run_time="manager.config._check_budget",
+        run_time="manager.config.checks._check_budget",
         rule=(f"!has(self.deploymentConfigs) || !has({_PDB}) || "
               f"!has({_PDB}.minAvailable) || !{_UNMANAGED_REPLICAS} || "
               f"{_PDB}.minAvailable == 0"),
@@ -673,7 +674,7 @@ OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
 def _no_arg_such_that(arg: Callable[[str], str], message: str, suffix: str, note: str) -> Rule:
     """No overrideArgs entry of the component matches `arg`; the refusal names the first."""
     return Rule(
-        run_time="manager.config._override_args",
+        run_time="manager.config.checks._override_args",
         rule="!has(self.overrideArgs) || " + _by_component(
             lambda c: f"!self.overrideArgs.exists(a, {arg(c)})"),
         message=message,
@@ -685,7 +686,7 @@ def _no_arg_such_that(arg: Callable[[str], str], message: str, suffix: str, note
 
 OVERRIDE_ARGS = (
     Rule(
-        run_time="manager.config._override_args",
+        run_time="manager.config.checks._override_args",
         rule=f"!has(self.overrideArgs) || self.componentName != '{operand_flags.NO_OVERRIDES}'",
         message=(f"overrideArgs cannot be set for {operand_flags.NO_OVERRIDES}: the operator "
                  "cannot check its flags"),
@@ -717,7 +718,7 @@ DEPLOYMENT_CONFIG = (
 
 POD_DISRUPTION_BUDGET = (
     Rule(
-        run_time="manager.config._check_budget_fields",
+        run_time="manager.config.checks._check_budget_fields",
         rule="has(self.maxUnavailable) != has(self.minAvailable)",
         message="set exactly one of maxUnavailable and minAvailable",
         origin="added", note="A PodDisruptionBudget takes one or the other.",
@@ -726,7 +727,7 @@ POD_DISRUPTION_BUDGET = (
 
 TUNING = (
     Rule(
-        run_time="manager.config._controller_flags",
+        run_time="manager.config.merge._controller_flags",
         rule=("!has(self.clientQPS) || !has(self.clientBurst) || "
               "self.clientBurst >= self.clientQPS"),
         message="clientBurst must be at least clientQPS",

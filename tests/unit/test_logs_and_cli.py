@@ -105,9 +105,9 @@ def test_run_help_lists_its_flags_and_every_variable_it_reads(
     for flag in ("--kubeconfig", "--liveness", "--resync-seconds", "--verbose"):
         assert flag in text
     source = "\n".join(Path(module).read_text() for module in (
-        "manager/config.py", "manager/client/kube.py", "manager/client/credentials.py",
+        "manager/config/types.py", "manager/client/kube.py", "manager/client/credentials.py",
         "manager/reporting/events.py", "manager/runtime/operator.py",
-        "manager/runtime/reconciler.py"))
+        "manager/runtime/reconciler.py", "manager/sidetasks/esm_default.py"))
     read = set(re.findall(r"""environ(?:\.get)?\(?\[?["']([A-Z_]+)["']""", source))
     read |= set(re.findall(r"""image\("([A-Z_]+)\"""", source))
     assert read >= {"RELATED_IMAGE_EXTERNAL_SECRETS", "POD_NAMESPACE", "HTTP_PROXY"}

@@ -367,7 +367,7 @@ def test_no_proxy_keeps_the_administrators_entries_first_and_adds_each_required_
 @PROPERTY_SETTINGS
 @given(hostile.filter(lambda value: not has_control_character(value)))
 def test_hostile_proxy_values_from_a_spec_reach_the_containers(value: str) -> None:
-    """Control characters are refused (the CRD's rule, and config.py for render)."""
+    """Control characters are refused (the CRD's rule, and manager/config/checks.py for render)."""
     url = f"http://proxy.invalid:3128/{value}"  # a proxy must be a URL; its path is data
     spec = ExternalSecretsConfigSpec.model_validate(
         {"appConfig": {"proxy": {"httpProxy": url, "noProxy": value}}})
