@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
-from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.client.kube import JsonObject, Kube
-from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
 from manager.steps.facts import ClusterFacts
-
-
-def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
-    spec: dict[str, Any] = {"appConfig": app} if app else {}
-    if namespace:
-        spec["controllerConfig"] = {"namespace": namespace}
-    return effective_config(ExternalSecretsConfigSpec.model_validate(spec),
-                            ExternalSecretsManagerSpec.model_validate({}),
-                            OperatorEnvironment.from_environ({}))
-
-
-CERT_MANAGER = {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}
+from tests.unit.configs import config
 
 
 class _ServiceReader:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply.results import ObjectRef
 from manager.client.watch_spec import WatchSpec
-from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
+from manager.config import EffectiveConfig
 from manager.render import render_operand
 from manager.steps.preflight import (
     CALLING_OUT,
@@ -17,18 +16,7 @@ from manager.steps.preflight import (
     dependency_watches,
     deployments,
 )
-
-
-def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
-    spec: dict[str, Any] = {"appConfig": app} if app else {}
-    if namespace:
-        spec["controllerConfig"] = {"namespace": namespace}
-    return effective_config(ExternalSecretsConfigSpec.model_validate(spec),
-                            ExternalSecretsManagerSpec.model_validate({}),
-                            OperatorEnvironment.from_environ({}))
-
-
-CERT_MANAGER = {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}
+from tests.unit.configs import CERT_MANAGER, config
 
 
 def test_without_dependencies_only_the_arrival_of_crds_is_watched() -> None:

@@ -8,22 +8,11 @@ import pytest
 
 from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.client.kube import ApiError, JsonObject
-from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
+from manager.config import OperatorEnvironment, effective_config
 from manager.reporting import esm_status, status
 from manager.reporting.esm_status import AnnotatorReport
 from manager.sidetasks.crd_annotator import INJECT_CA_FROM
-
-
-def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
-    spec: dict[str, Any] = {"appConfig": app} if app else {}
-    if namespace:
-        spec["controllerConfig"] = {"namespace": namespace}
-    return effective_config(ExternalSecretsConfigSpec.model_validate(spec),
-                            ExternalSecretsManagerSpec.model_validate({}),
-                            OperatorEnvironment.from_environ({}))
-
-
-CERT_MANAGER = {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}
+from tests.unit.configs import config
 
 
 def esm_with(entries: list[JsonObject], generation: int = 3) -> JsonObject:

@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.apply.results import Action, ObjectRef, ObjectResult
 from manager.client.kube import own_namespace
-from manager.config import EffectiveConfig, OperatorEnvironment, effective_config
+from manager.config import EffectiveConfig
 from manager.reporting import events, pass_events
 from manager.reporting.status import Outcome, OutcomeKind
-
-
-def config(app: dict[str, Any] | None = None, namespace: str | None = None) -> EffectiveConfig:
-    spec: dict[str, Any] = {"appConfig": app} if app else {}
-    if namespace:
-        spec["controllerConfig"] = {"namespace": namespace}
-    return effective_config(ExternalSecretsConfigSpec.model_validate(spec),
-                            ExternalSecretsManagerSpec.model_validate({}),
-                            OperatorEnvironment.from_environ({}))
-
-
-CERT_MANAGER = {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}
+from tests.unit.configs import CERT_MANAGER, config
 
 
 def _results(*actions: Action, name: str = "external-secrets") -> list[ObjectResult]:
