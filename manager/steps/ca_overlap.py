@@ -136,14 +136,7 @@ def way_back(deployment: JsonObject | None, live: list[str], ca: str | None, *,
 
 def union_bundle(live: Iterable[str]) -> str | None:
     """Every CA the live caBundles trust, once each (base64 PEM); None if there is none."""
-    pems: list[str] = []
-    seen: set[bytes] = set()
-    for bundle in live:
-        for pem in _pems(bundle):
-            der = ssl.PEM_cert_to_DER_cert(pem)
-            if der not in seen:
-                seen.add(der)
-                pems.append(ssl.DER_cert_to_PEM_cert(der))
+    pems = _unseen_pems(live, set())
     return base64.b64encode("".join(pems).encode("ascii")).decode("ascii") if pems else None
 
 
@@ -159,14 +152,7 @@ def trusted_bundle(published: str, live_bundles: Iterable[str], keep_previous: b
     lasts, by every other CA the live caBundles trust (in their order, once each)."""
     if not keep_previous:
         return published
-    seen = set(certificates(published))
-    previous: list[str] = []
-    for bundle in live_bundles:
-        for pem in _pems(bundle):
-            der = ssl.PEM_cert_to_DER_cert(pem)
-            if der not in seen:
-                seen.add(der)
-                previous.append(ssl.DER_cert_to_PEM_cert(der))
+    previous = _unseen_pems(live_bundles, set(certificates(published)))
     if not previous:
         return published
     text = base64.b64decode(published).decode("ascii").rstrip("\n") + "\n"
@@ -178,6 +164,19 @@ def live_bundles(configurations: Iterable[JsonObject | None]) -> list[str]:
     return [bundle for configuration in configurations if configuration
             for webhook in configuration.get("webhooks") or []
             if (bundle := (webhook.get("clientConfig") or {}).get("caBundle"))]
+
+
+def _unseen_pems(bundles: Iterable[str], seen: set[bytes]) -> list[str]:
+    """The certificates of `bundles` (PEM) not in `seen` (DER), in order, once each; `seen`
+    grows by them."""
+    pems: list[str] = []
+    for bundle in bundles:
+        for pem in _pems(bundle):
+            der = ssl.PEM_cert_to_DER_cert(pem)
+            if der not in seen:
+                seen.add(der)
+                pems.append(ssl.DER_cert_to_PEM_cert(der))
+    return pems
 
 
 def _pems(bundle: str) -> list[str]:
