@@ -1,18 +1,26 @@
 """Kind → REST resource, from the API server's discovery documents, cached per group version.
 
 Only the group versions the operator actually uses are fetched (a handful), once each, and
-lookups made at once (the watches and the first pass, at start-up) share one request. A kind
-that is not served (cert-manager not installed, or its CRD just created and not yet in
-discovery) is looked up again at most every `ABSENT_TTL` seconds. When a watched CRD comes,
-goes or changes, the controllers forget what discovery said about its API group
-(`invalidate_groups`), or everything when they cannot tell which (`invalidate()`).
+lookups made at once (the watches and the first pass, at start-up) share one request.
+
+An API that may be missing (cert-manager, the Prometheus Operator, OpenShift's config API,
+the operand's own) arrives as a CRD, and the operator watches those CRDs by name
+(runtime/watches.py). While such a watch is in sync it vouches for its group: a kind of the
+group that discovery did not list stays absent, without asking the server again, until a CRD
+event of the group makes the watches forget the group (`crd_changed`). The vouch holds only
+while discovery agrees with the watches: a watched CRD that exists but whose plural the cached
+document does not list (created a moment ago, not yet served) leaves the group unvouched.
+A kind of a group that no CRD watch vouches for is looked up again at most every
+`ABSENT_TTL` seconds. So every kind looked up in a group that some CRD watch vouches for
+must have its own CRD watched whenever it is looked up (runtime/pass_watches.py,
+steps/preflight.py dependency_watches, steps/facts.py TLS_PROFILE_WATCHES).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -52,6 +60,11 @@ def group_version_path(api_version: str) -> str:
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
 
 
+def crd_group(name: str) -> str:
+    """The API group of a CRD, from its name (`<plural>.<group>`, enforced by the server)."""
+    return name.partition(".")[2]
+
+
 class Discovery:
     """Resolves (apiVersion, kind) to a Resource; None when the API is not served."""
 
@@ -59,12 +72,55 @@ class Discovery:
         self._kube = kube
         self._cache: dict[str, tuple[float, dict[str, Resource]]] = {}
         self._fetching: dict[str, asyncio.Task[dict[str, Resource]]] = {}
+        # The CRD watches in sync that select one CRD by name: its name, and whether it exists.
+        self._named_crds: dict[Hashable, tuple[str, bool]] = {}
 
     async def resolve(self, api_version: str, kind: str) -> Resource | None:
-        fetched_at, kinds = self._cache.get(api_version, (0.0, {}))
-        if kind not in kinds and time.monotonic() - fetched_at > ABSENT_TTL:
-            kinds = await self._shared_fetch(api_version)
-        return kinds.get(kind)
+        cached = self._cache.get(api_version)
+        if cached is not None:
+            fetched_at, kinds = cached
+            if kind in kinds:
+                return kinds[kind]
+            if time.monotonic() - fetched_at <= ABSENT_TTL or self.absence_vouched(api_version):
+                return None
+        return (await self._shared_fetch(api_version)).get(kind)
+
+    def absence_vouched(self, api_version: str) -> bool:
+        """Whether a kind the cached document of `api_version` does not list is known to be
+        absent: a CRD watch of its group is in sync, and every watched CRD of the group that
+        exists is listed (see the module doc)."""
+        cached = self._cache.get(api_version)
+        if cached is None:
+            return False
+        group = api_version.rpartition("/")[0]
+        watched = [(name, exists) for name, exists in self._named_crds.values()
+                   if crd_group(name) == group]
+        plurals = {resource.plural for resource in cached[1].values()}
+        return bool(watched) and all(name.partition(".")[0] in plurals
+                                     for name, exists in watched if exists)
+
+    # --- what the CRD watches say ----------------------------------------------------------
+
+    def crd_watched(self, watch: Hashable, name: str, exists: bool) -> None:
+        """The watch `watch` of the CRD `name` is in sync (listed, or followed an event);
+        whether the CRD exists. What discovery remembers of its group and disagrees (the
+        CRD exists but its plural is not listed, or the reverse) is forgotten."""
+        self._named_crds[watch] = (name, exists)
+        group, plural = crd_group(name), name.partition(".")[0]
+        documents = [kinds for api_version, (_, kinds) in self._cache.items()
+                     if api_version.rpartition("/")[0] == group]
+        served = any(resource.plural == plural for kinds in documents
+                     for resource in kinds.values())
+        if documents and served != exists:
+            self.invalidate_groups({group})
+
+    def crd_unwatched(self, watch: Hashable) -> None:
+        """The watch `watch` stopped, or broke and will list again: it vouches no more."""
+        self._named_crds.pop(watch, None)
+
+    def crd_changed(self, name: str) -> None:
+        """The CRD `name` came, went or changed: forget what discovery said about its group."""
+        self.invalidate_groups({crd_group(name)})
 
     async def _shared_fetch(self, api_version: str) -> dict[str, Resource]:
         """One request per group version at a time: a lookup made while one is under way

@@ -43,7 +43,8 @@ CHILD_CRD_WATCHES = frozenset(
     | {crd_watch(name) for name in MONITORING_CRDS})
 """The CRDs of the child kinds add-ons serve (cert-manager's Certificate, the Prometheus
 Operator's ServiceMonitor and PrometheusRule): their arrival ends the wait of those kinds'
-child watches (watches.FIRST_RECHECK)."""
+child watches, and until then they vouch that the kinds are absent, so that neither those
+watches nor a pass asks discovery about them (apply/discovery.py)."""
 
 
 def operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:

@@ -18,6 +18,12 @@ operand's pods are watched the same way (`with_status`), and only what readiness
 about them counts (`pod_digest`: scheduling, each container's state, reason and restarts),
 not every status write of the kubelet. For an object a pass reads one field of (`spec_field`: the
 APIServer's TLS security profile), only a change of that field, or its deletion, counts.
+
+The watches of CRDs are also how the operator learns that an API came or went: a CRD event
+makes discovery forget the CRD's group and wakes the watches of that group's kinds
+(`rediscover`), and a watch of one CRD by name, once it has listed, vouches to discovery for
+the absence of its group's kinds until its next event (Discovery.absence_vouched). So a kind
+that is not served costs no request, in a watch or a pass, until its CRD comes.
 """
 
 from __future__ import annotations
@@ -31,22 +37,26 @@ from collections.abc import Callable, Iterable
 
 from manager import metrics
 from manager.apply.cache import ObjectCache
-from manager.apply.discovery import Discovery
+from manager.apply.discovery import Discovery, crd_group
 from manager.client.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 from manager.client.watch_spec import WatchSpec
+from manager.names import CRD_KIND
 
 logger = logging.getLogger(__name__)
 
 Fingerprints = dict[str, tuple[object, ...]]  # uid -> fingerprint
 
 RESTART_BACKOFF_MAX = 30.0
-# Discovery serves a new CRD's kind a moment after its CRD is Established: look again soon
-# (asking the server each time, past Discovery's ABSENT_TTL), then wait for the next CRD
-# event. Every kind that may not be served comes with a watch of its CRD
-# (runtime.STANDING_WATCHES, preflight.dependency_watches), which calls rediscover(): an
-# idle operator does not poll discovery.
+# A kind that is not served: while a watch of its CRD vouches that it is absent
+# (Discovery.absence_vouched), its watch waits for that CRD's events and asks nothing. Else
+# (its CRD exists but discovery does not serve the kind yet, a moment after it was created;
+# or nothing watches its CRD) it looks again soon, asking the server each time, past
+# Discovery's ABSENT_TTL, then waits for the next CRD event of its group. Every kind that may
+# not be served comes with a watch of its CRD (runtime.STANDING_WATCHES,
+# preflight.dependency_watches): an idle operator does not poll discovery.
 FIRST_RECHECK = 0.25
 UNRESOLVED_RECHECK_MAX = 8.0
+CRD_NAME = "metadata.name="
 
 
 # Watches end after a random half hour to an hour, so that an idle operator seldom sends a
@@ -56,6 +66,17 @@ WATCH_TIMEOUT_SECONDS = (1800, 3600)
 
 def _watch_timeout() -> int:
     return random.randint(*WATCH_TIMEOUT_SECONDS)  # noqa: S311 (spreading, not secrecy)
+
+
+def named_crd(spec: WatchSpec) -> str | None:
+    """The one CRD a watch selects by name, if it does."""
+    if spec.kind != CRD_KIND or not (spec.field_selector or "").startswith(CRD_NAME):
+        return None
+    return (spec.field_selector or "").removeprefix(CRD_NAME)
+
+
+def _group(spec: WatchSpec) -> str:
+    return spec.api_version.rpartition("/")[0]
 
 
 def _typed(item: JsonObject, spec: WatchSpec) -> JsonObject:
@@ -126,12 +147,15 @@ class Watcher:
         self._notify = notify
         self._cache = cache if cache is not None else ObjectCache()
         self._tasks: dict[WatchSpec, asyncio.Task[None]] = {}
-        self._rediscovered = asyncio.Event()
+        self._rediscovered: dict[str, asyncio.Event] = {}  # by API group
 
-    def rediscover(self) -> None:
-        """APIs may have come or gone: watches waiting for their kind look again now."""
-        self._rediscovered.set()
-        self._rediscovered = asyncio.Event()
+    def rediscover(self, groups: Iterable[str] | None = None) -> None:
+        """APIs of these groups (None: of any) may have come or gone: watches of their kinds
+        that wait for them, or back off after they vanished, look again now."""
+        for group in list(self._rediscovered) if groups is None else groups:
+            event = self._rediscovered.pop(group, None)
+            if event is not None:
+                event.set()
 
     @property
     def specs(self) -> frozenset[WatchSpec]:
@@ -160,6 +184,12 @@ class Watcher:
                 await task
 
     async def _run(self, spec: WatchSpec) -> None:
+        try:
+            await self._keep(spec)
+        finally:  # stopped: a CRD watch vouches no more (Discovery.absence_vouched)
+            self._discovery.crd_unwatched(spec)
+
+    async def _keep(self, spec: WatchSpec) -> None:
         seen: Fingerprints | None = None
         backoff = 1.0
         recheck = FIRST_RECHECK
@@ -167,8 +197,9 @@ class Watcher:
             try:
                 resource = await self._discovery.resolve(spec.api_version, spec.kind)
                 if resource is None:  # not served (yet): see FIRST_RECHECK
+                    vouched = self._discovery.absence_vouched(spec.api_version)
                     waited = recheck if recheck <= UNRESOLVED_RECHECK_MAX else None
-                    if await self._pause(waited):
+                    if await self._pause(_group(spec), None if vouched else waited):
                         recheck = FIRST_RECHECK
                     else:  # ask the server, not discovery's memory of the absence
                         self._discovery.invalidate(spec.api_version)
@@ -181,6 +212,7 @@ class Watcher:
             except ApiError as error:
                 metrics.record_watch_restart(spec.kind, "expired" if error.status == 410
                                              else "error")
+                self._discovery.crd_unwatched(spec)  # until it has listed again
                 if spec.cached:  # events may be missed until the next listing
                     self._cache.forget(spec.group_kind)
                 if error.status != 410:  # 410: resume point too old, list again at once
@@ -188,21 +220,22 @@ class Watcher:
                                    f"{error.status} {error.reason}: {error.message}")
                     if error.not_found:  # the kind itself may have gone (its CRD deleted)
                         self._discovery.invalidate(spec.api_version)
-                    await self._pause(backoff)
+                    await self._pause(_group(spec), backoff)
                     backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
             except (ValueError, KeyError) as error:  # a malformed response: start over
                 metrics.record_watch_restart(spec.kind, "error")
+                self._discovery.crd_unwatched(spec)
                 if spec.cached:
                     self._cache.forget(spec.group_kind)
                 logger.warning("action=watch result=error watch=%s error=%r", spec, str(error))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
 
-    async def _pause(self, seconds: float | None) -> bool:
-        """Wait `seconds` (None: for as long as it takes), or less if APIs come or go
-        meanwhile (rediscover); whether they did. A watch waiting for its kind, or backing
+    async def _pause(self, group: str, seconds: float | None) -> bool:
+        """Wait `seconds` (None: for as long as it takes), or less if APIs of `group` come or
+        go meanwhile (rediscover); whether they did. A watch waiting for its kind, or backing
         off after it vanished, resumes as soon as its CRD is back."""
-        rediscovered = self._rediscovered
+        rediscovered = self._rediscovered.setdefault(group, asyncio.Event())
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
         # arrives as the event is set (CPython gh-86296), and a stop at start-up, when every
         # waiting watch is woken at once, then never ends the watch.
@@ -220,11 +253,42 @@ class Watcher:
         seen = {item["metadata"]["uid"]: fingerprint(item, spec) for item in items}
         if spec.cached:
             self._cache.replace(spec.group_kind, items)
+        if spec.kind == CRD_KIND:
+            self._crds_listed(spec, items, changed=previous is not None and seen != previous)
         # The first listing may already differ from what the last pass saw (the watch starts
         # after it); a re-listing may reveal events missed while disconnected.
         if previous is None or seen != previous:
             self._notify(spec, f"listed {spec}")
         return seen, str(listing["metadata"]["resourceVersion"])
+
+    def _crds_listed(self, spec: WatchSpec, items: list[JsonObject], changed: bool) -> None:
+        """A CRD watch listed: a watch of one CRD by name now vouches for its group, and the
+        watches waiting for a kind of that group look at discovery again (from its memory,
+        which it kept unless it disagrees with the listing). A re-listing that differs from
+        the last one may hide any change: its groups are forgotten (all of them, for a watch
+        by label, which cannot name the CRDs that went)."""
+        name = named_crd(spec)
+        groups = {crd_group(item["metadata"]["name"]) for item in items}
+        if name is not None:
+            groups.add(crd_group(name))
+        if changed:
+            if name is None:
+                self._discovery.invalidate()
+            for item in items:
+                self._discovery.crd_changed(item["metadata"]["name"])
+            if name is not None:
+                self._discovery.crd_changed(name)
+        if name is not None:
+            self._discovery.crd_watched(spec, name, exists=bool(items))
+        self.rediscover(None if changed and name is None else groups)
+
+    def _crd_event(self, spec: WatchSpec, name: str, exists: bool) -> None:
+        """A CRD came, went or changed: what discovery said about its group is forgotten, and
+        the watches of that group's kinds look again."""
+        self._discovery.crd_changed(name)
+        if named_crd(spec) is not None:
+            self._discovery.crd_watched(spec, name, exists)
+        self.rediscover({crd_group(name)})
 
     async def _follow(self, spec: WatchSpec, path: str, seen: Fingerprints,
                       version: str) -> None:
@@ -242,6 +306,8 @@ class Watcher:
                     seen.pop(uid, None)
                     if spec.cached:
                         self._cache.remove(spec.group_kind, event.object)
+                    if spec.kind == CRD_KIND:
+                        self._crd_event(spec, str(metadata.get("name", "")), exists=False)
                     self._notify(spec, f"deleted {spec.kind} {metadata.get('name')}")
                     continue
                 if spec.cached:  # before the pass this event may start reads it
@@ -249,5 +315,7 @@ class Watcher:
                 current = fingerprint(event.object, spec)
                 if seen.get(uid) != current:
                     seen[uid] = current
+                    if spec.kind == CRD_KIND:
+                        self._crd_event(spec, str(metadata.get("name", "")), exists=True)
                     self._notify(spec, f"{event.type.lower()} {spec.kind} {metadata.get('name')}")
             metrics.record_watch_restart(spec.kind, "ended")  # the server closed the stream

@@ -50,8 +50,6 @@ from manager.names import (
     ESM_KIND,
     ESM_PLURAL,
     GROUP,
-    OPERAND_CRD_GROUPS,
-    OPERAND_CRD_LABEL,
     SINGLETON_NAME,
 )
 from manager.render import templates
@@ -86,17 +84,6 @@ def _own_resource_watches() -> frozenset[WatchSpec]:
 OWN_RESOURCE_WATCHES = _own_resource_watches()
 
 
-def crd_watch_groups(spec: WatchSpec) -> frozenset[str] | None:
-    """The API groups whose discovery a change seen by a CRD watch may alter: the group of
-    the CRD it names (`<plural>.<group>`), the operand's for the operand CRDs' label; None
-    when it cannot tell. Forgetting only those keeps the watches' first listings at
-    start-up from sending discovery's requests twice."""
-    by_name = "metadata.name="
-    if spec.field_selector and spec.field_selector.startswith(by_name):
-        return frozenset({spec.field_selector.removeprefix(by_name).partition(".")[2]})
-    if spec.label_selector == OPERAND_CRD_LABEL:
-        return OPERAND_CRD_GROUPS
-    return None
 STANDING_WATCHES = (OWN_RESOURCE_WATCHES | CHILD_WATCHES | CHILD_CRD_WATCHES
                     | TLS_PROFILE_WATCHES)
 """What is watched from start-up to shutdown; a pass adds its dependencies' watches."""
@@ -179,14 +166,8 @@ class OperatorRuntime:
 
     # --- triggers -----------------------------------------------------------------------
 
-    def _child_changed(self, spec: WatchSpec, reason: str) -> None:
-        if spec.kind == CRD_KIND:  # an API may have come or gone: look it up again
-            groups = crd_watch_groups(spec)
-            if groups is None:
-                self.discovery.invalidate()
-            else:
-                self.discovery.invalidate_groups(groups)
-            self.watcher.rediscover()
+    def _child_changed(self, _spec: WatchSpec, reason: str) -> None:
+        """A watch saw a change (a CRD watch has already told discovery: watches.py)."""
         self.queue.request(reason)
 
     async def _resync(self) -> None:

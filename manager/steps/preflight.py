@@ -297,5 +297,8 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
 
 
 def crd_watch(name: str) -> WatchSpec:
+    """One CRD, by name, any change (status included: Established). While in sync it also
+    vouches to discovery that its kind is absent, if it is (apply/discovery.py), so every
+    kind that may not be served is looked up only while its CRD is watched."""
     return WatchSpec(CRD_API_VERSION, CRD_KIND, field_selector=f"metadata.name={name}",
                      any_change=True)

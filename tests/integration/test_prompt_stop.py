@@ -179,6 +179,12 @@ class NothingServed:
     def invalidate(self, *_: str) -> None:
         pass
 
+    def absence_vouched(self, *_: str) -> bool:  # no CRD watch vouches: it rechecks
+        return False
+
+    def crd_unwatched(self, *_: object) -> None:
+        pass
+
 
 def test_the_stop_cancels_again_a_watch_that_lost_its_cancellation(
         capsys: pytest.CaptureFixture[str]) -> None:
