@@ -1,15 +1,16 @@
-"""Run the whole test suite, as `make test` and CI do: two lanes side by side, each pytest
+"""Run the whole test suite, as `make test` and CI do: three lanes side by side, each pytest
 process in a network namespace of its own (only `lo`; the unit tests need none).
 
 - `unit` (no cluster: a broken build shows within a minute), then `cluster`: the session's
-  simulated cluster with the api, integration, e2e and upgrade suites;
+  simulated cluster with the api, integration and disruption suites;
 - OLM's tools and the images built (outside the namespace: builds reach the package
   indexes), then `olm`: the OLM and image suites, which start clusters of their own and
-  mostly wait on OLM's intervals and on podman; then `resilience` (operators as processes,
-  faults, hostile input); then `timing`: the tests marked `timing` (bounds on refused
-  admissions, sync gaps, takeovers), after the OLM suites' cluster starts, image builds and
-  pulls, the busiest neighbours (the samplers fail a run whose event loop was starved:
-  tests/samplers.py).
+  mostly wait on OLM's intervals and on podman; then `timing`: the tests marked `timing`
+  (bounds on refused admissions, sync gaps, takeovers), after the OLM suites' cluster
+  starts, image builds and pulls and after the `side` lane, the busiest neighbours (the
+  samplers fail a run whose event loop was starved: tests/samplers.py);
+- `side`: the suites that start operators and stacks of their own (resilience, e2e, the
+  upgrade from the previous release), from the start, beside the other two.
 
 Each run prints its lines with its name in front, a timestamp at each start and end and its
 slowest tests; the closing line adds up every run (from their JUnit reports). The exit
@@ -36,12 +37,13 @@ PYTEST = [str(ROOT / ".venv" / "bin" / "pytest")]
 # A namespace of its own for every run, even inside one already (two runs must not share
 # ports, pod routes or registries).
 FRESH_NETNS = [str(ROOT / "hack" / "netns-run.sh"), "--fresh"]
-CLUSTER_SUITES = ["tests/api", "tests/integration", "tests/e2e", "tests/upgrade",
-                  "tests/disruption"]
+CLUSTER_SUITES = ["tests/api", "tests/integration", "tests/disruption"]
 OLM_SUITES = ["tests/olm", "tests/images"]
-# The resilience suites start operators as processes on a cluster of their own; they balance
-# the lanes (measured: docs/development.md, "Tests").
-RESILIENCE_SUITES = ["tests/resilience"]
+# Suites that start their own operators and stacks (processes, faults, hostile input, the
+# operand end to end, the upgrade from the previous release): a lane of their own from the
+# start, beside the cluster suites and OLM's waits (measured: docs/development.md, "Tests").
+SIDE_SUITES = ["tests/resilience", "tests/e2e", "tests/upgrade"]
+ALL_SUITES = [*CLUSTER_SUITES, *OLM_SUITES, *SIDE_SUITES]
 
 @dataclass(frozen=True)
 class Run:
@@ -62,8 +64,8 @@ OLM_PREREQS = ("make", "--no-print-directory", "prereqs-olm", "test-images-built
 LANES: list[list[Run]] = [
     [Run("unit", ["tests/unit"], netns=False), Run("cluster", CLUSTER_SUITES, "not timing")],
     [Run("olm", OLM_SUITES, "not timing", before=OLM_PREREQS),
-     Run("resilience", RESILIENCE_SUITES, "not timing"),
-     Run("timing", [*CLUSTER_SUITES, *OLM_SUITES, *RESILIENCE_SUITES], "timing")],
+     Run("timing", ALL_SUITES, "timing")],
+    [Run("side", SIDE_SUITES, "not timing")],
 ]
 
 
