@@ -3,7 +3,9 @@
 Each subcommand lives in its own module, `manager.commands.<name>`, which exposes
 `register(subparsers)`; the module adds its parser and sets `func`, a callable taking the
 parsed arguments and returning the exit code. When the first argument names a subcommand,
-only that module is imported: `run` starts without loading the tools' code.
+only that module is imported: `run` starts without loading the tools' code. The process's
+own `run` (`python -m manager run`) first sheds what its imports would cost for nothing
+(manager/commands/startup.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line's exit code; without `argv`, the process's own command line."""
+    if argv is None:
+        argv = sys.argv[1:]
+        if argv[:1] == ["run"]:  # this process becomes the operator
+            from manager.commands.startup import lean_process  # noqa: PLC0415
+
+            lean_process()
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         code: int = args.func(args)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from manager.commands import add_kubeconfig
+from manager.commands.startup import imports_done
 from manager.metrics_endpoint.server import DEFAULT_METRICS_ADDR
 from manager.names import LEASE_NAME
 from manager.runtime.leader import LeaseTiming
@@ -134,6 +135,7 @@ def _add_leader_election(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from manager.runtime.operator import LeaderElectionError, OperatorOptions, run_operator  # noqa: PLC0415 (kopf loads slowly; only `run` needs it)
 
+    imports_done()  # the operator's modules are loaded (manager/commands/startup.py)
     if bool(args.metrics_cert_file) != bool(args.metrics_key_file):
         print("error: --metrics-cert-file and --metrics-key-file go together", file=sys.stderr)
         return 2
