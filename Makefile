@@ -87,9 +87,9 @@ test-images-built:
 	  operand-images CONTAINER_TOOL=podman; \
 	  else echo "podman is not installed: tests/images will skip"; fi
 
-# hack/run-tests.py: unit, then the cluster suites beside the OLM and image suites (whose lane
-# first builds OLM's tools and the images, outside its network namespace, while the cluster
-# suites already run), then the tests marked timing.
+# hack/run-tests.py: three lanes (unit and the cluster suites; the OLM and image suites, then
+# the tests marked timing; the suites with operators of their own). The OLM lane first builds
+# OLM's tools and the images, outside its network namespace, while the others already run.
 test: venv prereqs-suites
 	PYTEST_ARGS="$(PYTEST_ARGS)" $(PY) hack/run-tests.py
 
