@@ -236,7 +236,10 @@ async def test_a_switch_to_cert_manager_and_a_new_ca_are_served_without_a_refusa
 
     print(f"switch with two webhook replicas: {switched}; "
           f"then a new CA: {sampler.figures}")  # the figures, with -s
-    assert sampler.figures.refused == 0, f"switch: {switched}; all: {sampler.figures}"
+    # The switch rolls the webhook pods: a call the API server sends on a keep-alive
+    # connection a terminating pod just closed is the one refusal allowed (tests/samplers.py,
+    # KEEPALIVE_RACE; one of 398 in a CI run of 2026-11-28).
+    sampler.figures.assert_refused_only_by_keepalive_races()
     # The renewal's overlap, from the Applied Events: the previous CA trusted, then dropped.
     notes = [e["note"] for e in await esc_events(kube, (await esc.get())["metadata"]["uid"])
              if e["reason"] == "Applied"]

@@ -70,7 +70,7 @@ async def test_the_log_starts_with_what_is_in_effect_and_warns_about_problems(
             assert any(" WARNING manager.runtime.worker action=pass " in line
                        and "result=Degraded" in line and " retry_in=" in line
                        for line in lines), lines[-5:]
-            assert any(" WARNING manager.runtime.reconciler action=status " in line
+            assert any(" WARNING manager.reporting.writer action=status " in line
                        and "reason=BitwardenSecretNotFound" in line for line in lines)
 
         await eventually(warned)
