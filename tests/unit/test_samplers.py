@@ -340,13 +340,14 @@ async def test_attempts_start_on_schedule_while_earlier_ones_wait_for_answers() 
 
 async def test_answers_slower_than_the_attempts_in_flight_allow_fail_the_window() -> None:
     # 64 attempts in flight at most: with answers taking 2 s, starts stop after 64 x 20 ms
-    # until the first answer.
+    # until the first answer (about 0.7 s; less on a loaded machine, where the 64 starts
+    # themselves take longer, but always more than the 0.3 s the window allows).
     kube = ScriptedAdmissions(delay=2.0)
     with pytest.raises(AssertionError, match=r"could not see: \d+ attempts answered .*; "
-                                             r"0\.[5-9]\d s without an attempt"):
+                                             r"0\.(3[1-9]|[4-9]\d) s without an attempt"):
         await sampled(kube, 2.2)
     attempts = kube.sent[2:]  # after the two requests that opened the window
-    assert attempts[MAX_IN_FLIGHT] - attempts[MAX_IN_FLIGHT - 1] > 0.5  # until an answer
+    assert attempts[MAX_IN_FLIGHT] - attempts[MAX_IN_FLIGHT - 1] > 0.3  # until an answer
 
 
 async def blocked(seconds: float) -> None:
