@@ -144,8 +144,8 @@ refresh-core-schemas: venv prereqs
 
 # Rewrites the golden files (every case then fails on purpose), then checks them as CI does.
 update-golden: venv
-	-UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/unit/test_render_golden.py -q --no-header -p no:warnings >/dev/null
-	$(VENV)/bin/pytest tests/unit/test_render_golden.py -q
+	-UPDATE_GOLDEN=1 $(VENV)/bin/pytest tests/unit/render/test_render_golden.py -q --no-header -p no:warnings >/dev/null
+	$(VENV)/bin/pytest tests/unit/render/test_render_golden.py -q
 
 bench: venv prereqs
 	$(NETNS_RUN) env PYTHONPATH=$(CURDIR) $(PY) bench/run.py

@@ -31,7 +31,7 @@ OPERATOR_FRAMEWORK_API_VERSION: Final = "v0.43.0"
 
 # --- Development and test tools: never shipped, built by hack/build-*.sh into a cache. ---
 # promtool (Prometheus 3.16.0; the Go module versions Prometheus as v0.MINOR.PATCH) checks the
-# rendered PrometheusRule and runs its unit tests (tests/unit/test_promtool.py).
+# rendered PrometheusRule and runs its unit tests (tests/unit/render/test_promtool.py).
 PROMETHEUS_VERSION: Final = "v0.316.0"
 # kwok simulates the nodes and pods of the local cluster (docs/development.md).
 KWOK_VERSION: Final = "v0.8.0"

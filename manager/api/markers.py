@@ -34,7 +34,7 @@ class Rule:
     """Where the operator refuses the same when it reads a stored object (`render`, objects
     stored before the rule): the functions, as `module.function` separated by commas; or
     "admission only: " and why that is safe. A transition rule (oldSelf) needs neither:
-    only admission sees the old object. tests/unit/test_rule_policy.py holds every rule to
+    only admission sees the old object. tests/unit/api/test_rule_policy.py holds every rule to
     it."""
 
     def to_schema(self) -> dict[str, str]:

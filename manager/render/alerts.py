@@ -39,7 +39,7 @@ a label no scraper rewrites), scraped in the operator's namespace beside its oth
 the alert is in the operator's rule and is right under both labellings.
 
 Every alert has a `summary`, a `description` that names the commands to run, and a
-`severity` label. tests/unit/test_promtool.py checks them with `promtool check rules` and
+`severity` label. tests/unit/render/test_promtool.py checks them with `promtool check rules` and
 runs `promtool test rules` (tests/promtool/alerts_test.yaml, alerts_test_uwm.yaml) on each,
 firing and not.
 """

@@ -5,7 +5,7 @@ No operand is needed: the test writes the Secret itself, as external-secrets wou
 watch timeouts make the server end the stream every few seconds, so re-watching runs here
 for real; and kube-apiserver sends a BOOKMARK shortly before it ends a watch, so bookmarks
 arrive too. 410 Gone cannot be had on demand here (the watch cache serves even
-resourceVersion 1 while it holds its initial state), so tests/unit/test_samplers.py covers
+resourceVersion 1 while it holds its initial state), so tests/unit/harness/test_samplers.py covers
 the relisting with a fake client.
 """
 

@@ -29,7 +29,7 @@ from manager.olm import identity
 from manager.render import render_operand
 from manager.render.alerts import operator_alerts
 
-TESTS = Path(__file__).resolve().parents[1] / "promtool" / "alerts_test.yaml"
+TESTS = Path(__file__).resolve().parents[2] / "promtool" / "alerts_test.yaml"
 TESTS_UWM = TESTS.with_name("alerts_test_uwm.yaml")
 TESTS_UWM_EXEMPT = TESTS.with_name("alerts_test_uwm_exempt.yaml")
 OPERAND_NAMESPACE = "external-secrets"

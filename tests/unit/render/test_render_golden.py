@@ -2,7 +2,7 @@
 
 After an intended change, regenerate and review the diff:
 
-    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render_golden.py
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/render/test_render_golden.py
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from manager.render import render_operand
 from manager.reporting import esm_status, summary
 from manager.sidetasks import operator_monitoring
 from manager.sidetasks.operator_monitoring import MonitoringReport
-from tests.unit.test_promtool import CERT_MANAGER_SPEC
+from tests.unit.render.test_promtool import CERT_MANAGER_SPEC
 
 MONITORING_API = "monitoring.coreos.com/v1"
 
