@@ -17,6 +17,10 @@ part that cannot be read is listed in `manifest.yaml` with the reason (RBAC, API
 not found) instead of failing the bundle. manager/offline/redact.py decides what each part may show;
 the text of every file (the manifest too) goes through it last, when every value to hide has
 been learned.
+
+The must-gather convention besides: a `version` file (the product on its first line, its
+version on the second), and logs limited to the window `oc adm must-gather --since` or
+`--since-time` asks for (manager/offline/logwindow.py).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from manager.names import (
     OPERATOR_NAMESPACE,
     SINGLETON_NAME,
 )
+from manager.offline.logwindow import LogWindow
 from manager.offline.plan import PlanRefusedError, make_plan, print_plan
 from manager.offline.redact import Redactor
 from manager.olm.identity import APP_LABEL, METRICS_SCRAPER_TOKEN, METRICS_TLS_SECRET
@@ -70,6 +75,10 @@ NAMESPACED_KINDS = (  # (file, collection path) per namespace
 OPERATOR_SECRETS = (METRICS_TLS_SECRET, METRICS_SCRAPER_TOKEN)
 # Its pods when its Deployment cannot be read: the selector of manifests/operator/deployment.yaml.
 OPERATOR_SELECTOR: JsonObject = {"matchLabels": {"app": APP_LABEL}}
+# The must-gather `version` file: product, then version (major.minor.micro[-qualifier]), so
+# tools can tell which gather wrote a bundle. Written as is: it holds nothing to redact.
+VERSION_FILE = "version"
+VERSION_TEXT = f"{OPERATOR_NAME}\n{__version__}\n"
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
 
 
@@ -89,7 +98,9 @@ class Bundle:
     """The files of a bundle, and the manifest of what is in it and what is not."""
 
     redactor: Redactor = field(default_factory=Redactor)
-    parts: dict[str, str] = field(default_factory=dict)  # path -> what it holds
+    log_window: LogWindow = field(default_factory=LogWindow)
+    parts: dict[str, str] = field(default_factory=lambda: {
+        VERSION_FILE: "the product and the version of the gather that wrote the bundle"})
     missing: list[dict[str, str]] = field(default_factory=list)
     _objects: dict[str, JsonObject] = field(default_factory=dict)
     _texts: dict[str, str] = field(default_factory=dict)
@@ -116,7 +127,8 @@ class Bundle:
                     for path, obj in self._objects.items()}
         rendered.update(self._texts)
         rendered["manifest.yaml"] = yaml.safe_dump(self.manifest(), sort_keys=False)
-        return {path: self.redactor.text(text).encode() for path, text in rendered.items()}
+        return {**{path: self.redactor.text(text).encode() for path, text in rendered.items()},
+                VERSION_FILE: VERSION_TEXT.encode()}
 
     def manifest(self) -> JsonObject:
         return {"generator": f"{OPERATOR_NAME} {__version__} (python -m manager gather)",
@@ -132,6 +144,8 @@ class Bundle:
                              "only for 4 or 5 characters, 1 to 3 characters not searched for; "
                              "in the operator's namespace only the operator's own objects "
                              "(docs/operations.md, Support bundle)",
+                "logs": f"{self.log_window.describe()}, at most the last {LOG_TAIL_LINES} "
+                        "lines of each container",
                 "parts": [{"path": path, "holds": what} for path, what in sorted(
                     self.parts.items())],
                 "missing": self.missing}
@@ -141,7 +155,11 @@ class Bundle:
 class Gatherer:
     kube: Kube
     operator_namespace: str | None = None
+    log_window: LogWindow = field(default_factory=LogWindow)
     bundle: Bundle = field(default_factory=Bundle)
+
+    def __post_init__(self) -> None:
+        self.bundle.log_window = self.log_window
 
     async def run(self) -> Bundle:
         version = await self.kube.request("GET", "/version")  # unreachable: no bundle at all
@@ -288,7 +306,7 @@ class Gatherer:
     async def _log(self, meta: JsonObject, container: str, path: str, which: str, *,
                    previous: bool) -> None:
         query = {"container": container, "tailLines": str(LOG_TAIL_LINES),
-                 "limitBytes": str(LOG_LIMIT_BYTES)}
+                 "limitBytes": str(LOG_LIMIT_BYTES), **self.log_window.query()}
         if previous:
             query["previous"] = "true"
         text = await self._read(path, self.kube.text(
@@ -436,8 +454,9 @@ def ca_fingerprints(ca_bundle: str) -> list[str]:
             for body in _PEM.findall(pem)]
 
 
-async def gather(kube: Kube, operator_namespace: str | None = None) -> dict[str, bytes]:
-    return (await Gatherer(kube, operator_namespace).run()).files()
+async def gather(kube: Kube, operator_namespace: str | None = None,
+                 log_window: LogWindow | None = None) -> dict[str, bytes]:
+    return (await Gatherer(kube, operator_namespace, log_window or LogWindow()).run()).files()
 
 
 SECURE_METRICS = ("served over HTTPS to allowed bearer tokens only, and the API server's pod "

@@ -135,6 +135,14 @@ def _annotations(image: str, related_images: RelatedImages) -> dict[str, str]:
         "with external secret managers.",
         "olm.skipRange": identity.SKIP_RANGE,
         "operatorframework.io/suggested-namespace": identity.NAMESPACE,
+        # The console offers to label a new openshift-* install namespace for platform
+        # monitoring; for any other namespace that label is the administrator's choice
+        # (docs/operations.md, "Which Prometheus").
+        "operatorframework.io/cluster-monitoring": "true",
+        # `oc adm must-gather --all-images` runs /usr/bin/gather of this image: the operator
+        # image itself carries it (Dockerfile, hack/gather), so the gather always matches the
+        # installed release, and a mirrored bundle names the mirrored image here too.
+        "operators.openshift.io/must-gather-image": image,
         # Bookkeeping objects of the operand's controller: hidden from the console.
         "operators.operatorframework.io/internal-objects": json.dumps(
             ["generatorstates.generators.external-secrets.io"]),

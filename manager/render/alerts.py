@@ -38,7 +38,8 @@ Certificate's status.notAfter itself (the Certificate's namespace in `certificat
 a label no scraper rewrites), scraped in the operator's namespace beside its other series, so
 the alert is in the operator's rule and is right under both labellings.
 
-Every alert has a `summary`, a `description` that names the commands to run, and a
+Every alert has a `summary`, a `description` that names the commands to run, a
+`runbook_url` (its page in docs/runbooks/: symptom, impact, diagnosis, mitigation) and a
 `severity` label. tests/unit/render/test_promtool.py checks them with `promtool check rules` and
 runs `promtool test rules` (tests/promtool/alerts_test.yaml, alerts_test_uwm.yaml) on each,
 firing and not.
@@ -73,6 +74,16 @@ CERTIFICATE_WARNING_DAYS: Final = 7
 # takes the Lease and is scraped within 30 s; a crashed leader's Lease is taken over within
 # 137 s plus a 26 s retry period, manager/runtime/leader.py LeaseTiming), with room for a slow pull.
 OPERATOR_DOWN_FOR: Final = "15m"
+# Where the runbooks (docs/runbooks/<alert>.md) are published: the project's repository, as
+# the operator image's registry organisation names it. The one place to change for a fork or
+# a mirror of the docs; tests/unit/render/test_runbooks.py checks every page exists.
+RUNBOOK_BASE_URL: Final = (
+    "https://github.com/external-secrets-operator/external-secrets-operator/blob/main/"
+    "docs/runbooks/")
+
+
+def runbook_url(alert: str) -> str:
+    return f"{RUNBOOK_BASE_URL}{alert}.md"
 
 
 def _alert(name: str, expr: str, duration: str, severity: str,
@@ -81,7 +92,8 @@ def _alert(name: str, expr: str, duration: str, severity: str,
     summary, description = texts
     return {"alert": name, "expr": expr, "for": duration,
             "labels": {"severity": severity, **(labels or {})},
-            "annotations": {"summary": summary, "description": description}}
+            "annotations": {"summary": summary, "description": description,
+                            "runbook_url": runbook_url(name)}}
 
 
 def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:

@@ -7,7 +7,12 @@ from a Secret, Secret annotations, a Deployment's `--token=...` and `--password 
 arguments, a probe's HTTP header, a Vault token, an AWS access key ID and a `password=...` in
 a container's log); the bundle must hold none of them, in any member, raw or
 base64-encoded, and every part it lists. Another operator installed in the operator's
-namespace (a Deployment, its Pod and log, a Secret) must not appear at all."""
+namespace (a Deployment, its Pod and log, a Secret) must not appear at all.
+
+The must-gather contract besides: the `version` file, and logs limited by MUST_GATHER_SINCE_TIME
+and MUST_GATHER_SINCE as `oc adm must-gather --since-time/--since` sets them; a workload that
+prints a numbered line every second (its times as `kubectl logs --timestamps` shows them)
+tells which lines a window must leave out."""
 
 from __future__ import annotations
 
@@ -15,13 +20,17 @@ import base64
 import functools
 import gzip
 import json
+import os
 import re
 import secrets
 import shlex
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +40,8 @@ from devcluster import crds
 from devcluster import images as image_map
 from devcluster.pods import ImageEntry
 from manager.offline.gather import SECURE_METRICS
+from manager.offline.logwindow import SINCE_TIME_VARIABLE, SINCE_VARIABLE, format_time
+from manager.olm import identity
 from manager.paths import REPO_ROOT
 from tests.conftest import Cluster
 from tests.operand import BITWARDEN_TLS_SECRET, bitwarden_tls_secret, counts_as_installed
@@ -56,6 +67,9 @@ PRINTER = "sentinel-printer"  # a workload planted in the operand's namespace
 PRINTER_IMAGE = "example.test/printer:gather-test"
 OTHER_IMAGE = "example.test/other-operator:gather-test"
 PRINTED = "vault login ok"
+TICKER = "log-ticker"  # prints `tick <n>` every second, in the operand's namespace
+TICKER_IMAGE = "example.test/ticker:gather-test"
+SINCE_SECONDS = 10  # the MUST_GATHER_SINCE window
 
 
 def forms(value: str) -> set[bytes]:
@@ -114,6 +128,11 @@ def printer() -> dict[str, Any]:
         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8089, "httpHeaders": [
             {"name": "X-Probe-Key", "value": SENTINELS["ProbeHeader"]}]},
             "periodSeconds": 30}})
+
+
+def ticker_image() -> ImageEntry:
+    script = "i=0; while :; do echo \"tick $i\"; i=$((i+1)); sleep 1; done"
+    return ImageEntry(("/ticker",), ("/bin/sh", "-c", script, "ticker"))
 
 
 def other_operator() -> list[dict[str, Any]]:
@@ -177,7 +196,8 @@ def installed(cluster: Cluster, bitwarden_tls: dict[str, Any]) -> Iterator[None]
         PRINTER_IMAGE: printer_image(
             f"{PRINTED} token {SENTINELS['VaultToken']} aws key {SENTINELS['AwsKeyId']}",
             f"level=info msg=connect password={SENTINELS['LogPassword']}"),
-        OTHER_IMAGE: printer_image(f"other operator {SENTINELS['OtherLog']}")})
+        OTHER_IMAGE: printer_image(f"other operator {SENTINELS['OtherLog']}"),
+        TICKER_IMAGE: ticker_image()})
     operator = [doc for name in OPERATOR_MANIFESTS if name != "deployment"
                 for doc in yaml.safe_load_all((REPO_ROOT / f"manifests/operator/{name}.yaml")
                                               .read_text()) if doc]
@@ -188,14 +208,15 @@ def installed(cluster: Cluster, bitwarden_tls: dict[str, Any]) -> Iterator[None]
                     SENTINELS["OperatorSecretAnnotation"]),
           annotated(secret("user-credentials", OPERAND_NS, {"password": SENTINELS["UserSecret"]}),
                     SENTINELS["SecretAnnotation"]),
-          printer(), *other_operator(),
+          printer(), *other_operator(), deployment(TICKER, OPERAND_NS, TICKER_IMAGE, {}),
           bitwarden_tls,
           operator_deployment(), esc())
     try:
         wait_for(lambda: _installed(cluster), "the operand installed by the operator's Deployment",
                  120)
         for namespace, name, line in ((OPERAND_NS, PRINTER, PRINTED),
-                                      (OPERATOR_NS, OTHER_OPERATOR, SENTINELS["OtherLog"])):
+                                      (OPERATOR_NS, OTHER_OPERATOR, SENTINELS["OtherLog"]),
+                                      (OPERAND_NS, TICKER, "tick 1")):
             wait_for(functools.partial(_printed, cluster, namespace, name, line),
                      f"{name}'s log", 60)
         yield
@@ -367,3 +388,102 @@ def test_the_operator_namespace_holds_the_operators_own_objects_only(
     assert logs
     assert all(path.startswith(f"namespaces/{OPERATOR_NS}/logs/{OPERATOR_DEPLOYMENT}-")
                for path in logs), logs
+
+
+def test_the_version_file_says_product_and_version(bundle: dict[str, bytes]) -> None:
+    assert bundle["version"] == f"{identity.PACKAGE}\n{identity.OPERATOR_VERSION}\n".encode()
+
+
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z")
+
+
+def stamped_ticks(cluster: Cluster) -> list[tuple[datetime, str]]:
+    """Every line of the ticker's log with the time the log API keeps for it."""
+    logs = cluster.kubectl("logs", "-n", OPERAND_NS, f"deployment/{TICKER}", "--timestamps")
+    lines = []
+    for line in logs.stdout.splitlines():
+        stamp, _, text = line.partition(" ")
+        found = _STAMP.fullmatch(stamp)
+        assert found, line
+        moment = datetime.strptime(found[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+        lines.append((moment + timedelta(microseconds=int((found[2] or "0")[:6].ljust(6, "0"))),
+                      text))
+    return lines
+
+
+def gather_into(cluster: Cluster, directory: Path, **environ: str) -> dict[str, bytes]:
+    """`gather --dest-dir` (as the image's /usr/bin/gather runs it) with the must-gather
+    variables in `environ`: the files it wrote, by path."""
+    result = subprocess.run([sys.executable, "-m", "manager", "gather", "--dest-dir",
+                             str(directory), f"--kubeconfig={cluster.kubeconfig}"],
+                            capture_output=True, text=True, check=False, timeout=300,
+                            cwd=REPO_ROOT, env={**os.environ, **environ})
+    assert result.returncode == 0, result.stderr
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in directory.rglob("*") if path.is_file()}
+
+
+def collected_ticks(files: dict[str, bytes]) -> list[str]:
+    [path] = [path for path in files if path.startswith(f"namespaces/{OPERAND_NS}/logs/{TICKER}-")
+              and path.endswith("/main.log")]
+    return files[path].decode().splitlines()
+
+
+def _ticked_since(cluster: Cluster, moment: datetime) -> None:
+    assert any(when >= moment for when, _ in stamped_ticks(cluster)), moment
+
+
+@pytest.fixture(scope="module")
+def since_time_run(cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathFactory,
+                   ) -> tuple[datetime, list[tuple[datetime, str]], dict[str, bytes]]:
+    """A bundle of the logs since a whole second a little ahead of now, taken once the
+    ticker has printed past it: its cutoff, the ticker's stamped lines, the bundle."""
+    cutoff = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    wait_for(functools.partial(_ticked_since, cluster, cutoff + timedelta(seconds=1)),
+             "a tick after the cutoff", 30)
+    files = gather_into(cluster, tmp_path_factory.mktemp("since-time"),
+                        **{SINCE_TIME_VARIABLE: format_time(cutoff)})
+    return cutoff, stamped_ticks(cluster), files
+
+
+def test_must_gather_since_time_leaves_out_the_lines_before_it(
+        since_time_run: tuple[datetime, list[tuple[datetime, str]], dict[str, bytes]]) -> None:
+    cutoff, stamped, files = since_time_run
+    before = [text for when, text in stamped if when < cutoff]
+    after = [text for when, text in stamped if when >= cutoff]
+    collected = collected_ticks(files)
+    assert before, stamped
+    assert after, stamped
+    assert set(before).isdisjoint(collected), (before, collected)
+    assert collected[0] == after[0], (collected, after)  # nothing at or after it is lost
+    manifest = yaml.safe_load(files["manifest.yaml"])
+    assert manifest["logs"].startswith(f"lines since {format_time(cutoff)} (sinceTime)")
+    assert files["version"] == f"{identity.PACKAGE}\n{identity.OPERATOR_VERSION}\n".encode()
+
+
+@pytest.fixture(scope="module")
+def since_run(cluster: Cluster, installed: None, tmp_path_factory: pytest.TempPathFactory,
+              ) -> tuple[datetime, list[tuple[datetime, str]], dict[str, bytes]]:
+    """A bundle of the last SINCE_SECONDS of logs, once the ticker has printed for longer
+    than that: when gather started (the API server's now is later), the stamped lines, the
+    bundle."""
+    first = stamped_ticks(cluster)[0][0]
+    time.sleep(max(0.0, (first + timedelta(seconds=SINCE_SECONDS + 3) - datetime.now(UTC))
+                   .total_seconds()))
+    started = datetime.now(UTC)
+    files = gather_into(cluster, tmp_path_factory.mktemp("since"),
+                        **{SINCE_VARIABLE: f"{SINCE_SECONDS}s"})
+    return started, stamped_ticks(cluster), files
+
+
+def test_must_gather_since_leaves_out_older_lines(
+        since_run: tuple[datetime, list[tuple[datetime, str]], dict[str, bytes]]) -> None:
+    started, stamped, files = since_run
+    too_old = [text for when, text in stamped
+               if when < started - timedelta(seconds=SINCE_SECONDS)]
+    collected = collected_ticks(files)
+    assert too_old, stamped
+    assert set(too_old).isdisjoint(collected), (too_old, collected)
+    assert collected, stamped  # a line a second: the last 10 seconds hold some
+    assert yaml.safe_load(files["manifest.yaml"])["logs"].startswith(
+        f"lines of the last {SINCE_SECONDS} seconds (sinceSeconds)")

@@ -195,6 +195,8 @@ async def test_olm_installs_from_the_mirror_only(
         "namespace": NAMESPACE, "name": deployment["name"]}}, mirror)
     annotations = csv["metadata"]["annotations"]
     assert_mirrored("containerImage", annotations["containerImage"], mirror)
+    # `oc adm must-gather --all-images` must find the gather on the mirror too.
+    assert annotations["operators.openshift.io/must-gather-image"] == annotations["containerImage"]
     assert annotations["features.operators.openshift.io/disconnected"] == "true"
 
     esc = await configure_operand(cluster, cluster.workdir / "bitwarden-tls")

@@ -1,5 +1,6 @@
 """manager/offline/redact.py: what a support bundle may show; and manager/offline/gather.py: what
-it collects in the operator's namespace."""
+it collects in the operator's namespace, its must-gather `version` file and the log window it
+asks the log API for."""
 
 from __future__ import annotations
 
@@ -7,14 +8,18 @@ import asyncio
 import base64
 import json
 import re
+from datetime import UTC, datetime
 from typing import cast
 
 import pytest
+import yaml
 
 from manager.client.kube import ApiError, Kube
 from manager.names import OPERATOR_DEPLOYMENT
-from manager.offline.gather import Bundle, gather
+from manager.offline.gather import LOG_TAIL_LINES, Bundle, gather
+from manager.offline.logwindow import LogWindow
 from manager.offline.redact import REDACTED, SERVICE_ACCOUNT_TOKEN, Redactor, strip_url_credentials
+from manager.olm import identity
 
 SENTINEL = "s3ntinel-Value-42"
 B64 = base64.b64encode(SENTINEL.encode()).decode()
@@ -300,6 +305,7 @@ class FakeKube:
     def __init__(self, *objects: dict[str, object]) -> None:
         self.objects = objects
         self.read_secrets: list[str] = []
+        self.log_queries: list[dict[str, str]] = []
 
     def _find(self, path: str, query: dict[str, str]) -> dict[str, object]:
         found = self.PATH.fullmatch(path)
@@ -337,7 +343,8 @@ class FakeKube:
         return self._find(path, {"labelSelector": label_selector or "",
                                  "fieldSelector": field_selector or ""})
 
-    async def text(self, path: str, **_: object) -> str:
+    async def text(self, path: str, *, query: dict[str, str] | None = None, **_: object) -> str:
+        self.log_queries.append(query or {})
         return f"log of {path.split('/')[-2]}\n"
 
 
@@ -411,3 +418,34 @@ def test_one_namespace_for_both_is_collected_whole() -> None:
     bundle = gathered(kube, "external-secrets")
     for name in ("other-operator", "other-pod", "other-secret", "operand-pod", "eso-pod"):
         assert name in bundle
+
+
+def test_the_version_file_names_the_product_and_its_version() -> None:
+    """The must-gather convention: product on the first line, version on the second
+    (major.minor.micro[-qualifier]); listed in the manifest like every other file."""
+    files = asyncio.run(gather(cast(Kube, FakeKube(*shared_namespace("openshift-operators"))),
+                               "openshift-operators"))
+    product, version = files["version"].decode().splitlines()
+    assert product == identity.PACKAGE == "external-secrets-operator"
+    assert version == identity.OPERATOR_VERSION
+    assert re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", version), version
+    assert files["version"].endswith(b"\n")
+    manifest = yaml.safe_load(files["manifest.yaml"])
+    assert "version" in {part["path"] for part in manifest["parts"]}
+
+
+@pytest.mark.parametrize(("window", "parameter", "said"), [
+    (LogWindow(), {}, "every line the log API keeps"),
+    (LogWindow(since_seconds=7200), {"sinceSeconds": "7200"}, "the last 7200 seconds"),
+    (LogWindow(since_time=datetime(2025, 6, 1, 10, tzinfo=UTC)),
+     {"sinceTime": "2025-06-01T10:00:00Z"}, "since 2025-06-01T10:00:00Z"),
+])
+def test_every_log_read_asks_for_the_window(window: LogWindow, parameter: dict[str, str],
+                                            said: str) -> None:
+    kube = FakeKube(*shared_namespace("openshift-operators"))
+    files = asyncio.run(gather(cast(Kube, kube), "openshift-operators", window))
+    assert len(kube.log_queries) == 2  # the operator's pod and the operand's
+    for query in kube.log_queries:
+        assert query == {"container": query["container"], "tailLines": str(LOG_TAIL_LINES),
+                         "limitBytes": query["limitBytes"], **parameter}
+    assert said in yaml.safe_load(files["manifest.yaml"])["logs"]

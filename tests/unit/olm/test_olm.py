@@ -9,6 +9,8 @@ import pytest
 
 from manager import versions
 from manager.olm import bundle, descriptors, identity, operator_manifests, rbac, yamlfile
+from manager.olm.csv import cluster_service_version
+from manager.paths import REPO_ROOT
 
 SA = identity.SERVICE_ACCOUNT
 
@@ -209,3 +211,30 @@ def test_the_operator_service_monitor_reads_no_file_of_the_prometheus_container(
                  and o["roleRef"]["name"] == "external-secrets-operator-metrics-reader"]
     assert {"kind": "ServiceAccount", "name": scraper, "namespace": identity.NAMESPACE} \
         in binding["subjects"]
+
+
+MUST_GATHER_IMAGE = "operators.openshift.io/must-gather-image"
+
+
+def test_the_csv_names_the_operator_image_as_its_must_gather_image() -> None:
+    """`oc adm must-gather --all-images` runs /usr/bin/gather of the image the CSV names: the
+    operator image, which installs hack/gather there; by digest when the bundle is (mirrored
+    bundles rewrite both annotations alike)."""
+    image = "registry.example/eso/operator@sha256:" + "a" * 64
+    csv = cluster_service_version(
+        deployment={"metadata": {"name": "op", "labels": {}}, "spec": {}},
+        permissions=rbac.OperatorPermissions([], []), owned=[], image=image)
+    annotations = csv["metadata"]["annotations"]
+    assert annotations[MUST_GATHER_IMAGE] == annotations["containerImage"] == image
+    assert "COPY --chown=0:0 --chmod=0755 hack/gather /usr/bin/gather\n" in (
+        REPO_ROOT / "Dockerfile").read_text()
+
+
+def test_the_committed_csv_carries_must_gather_and_cluster_monitoring() -> None:
+    """`make bundle` has been run: the committed CSV has both annotations."""
+    committed = yamlfile.load((REPO_ROOT / "bundle/manifests" /
+                               f"{identity.PACKAGE}.clusterserviceversion.yaml").read_text())
+    annotations = committed["metadata"]["annotations"]
+    assert annotations[MUST_GATHER_IMAGE] == annotations["containerImage"] == (
+        identity.OPERATOR_IMAGE)
+    assert annotations["operatorframework.io/cluster-monitoring"] == "true"
