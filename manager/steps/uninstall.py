@@ -59,6 +59,8 @@ FOREIGN_CONTENT_KINDS = (
     ("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Pod"), ("v1", "Service"),
     ("v1", "PersistentVolumeClaim"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
     ("apps/v1", "DaemonSet"), ("batch/v1", "Job"), ("batch/v1", "CronJob"),
+    # An administrator's own policy for the namespace (docs/gitops.md): their setting.
+    ("networking.k8s.io/v1", "NetworkPolicy"),
 )
 # Every namespaced kind of these API groups is user content (ExternalSecret, SecretStore,
 # PushSecret, the generators, ...), whatever release of external-secrets is installed.

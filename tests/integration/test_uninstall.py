@@ -99,7 +99,8 @@ async def prepare_namespace(kube: Kube, namespace: str, objects: list[tuple[str,
 def foreign_objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
     """A SecretStore and an ExternalSecret of a user, the bitwarden TLS Secret the
     administrator provides (a real key pair: bitwarden-sdk-server serves it), and a
-    ConfigMap that copied the operator's managed-by label."""
+    ConfigMap that copied the operator's managed-by label, and an administrator's own
+    NetworkPolicy."""
     return [
         (f"/apis/external-secrets.io/v1/namespaces/{namespace}/secretstores",
          {"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
@@ -117,6 +118,10 @@ def foreign_objects(namespace: str) -> list[tuple[str, dict[str, Any]]]:
           "metadata": {"name": "copied-label",
                        "labels": {"app.kubernetes.io/managed-by": "external-secrets-operator"}},
           "data": {"note": "labelled like the operand, created by someone else"}}),
+        (f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+         {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+          "metadata": {"name": "admin-policy"},
+          "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}),
     ]
 
 
@@ -179,7 +184,8 @@ async def test_uninstall_lists_refuses_then_deletes_and_keeps_what_is_not_ours(
     for name in ("Secret eso-it-uninstall-kept/bitwarden-tls",
                  "ExternalSecret eso-it-uninstall-kept/team-secret",
                  "SecretStore eso-it-uninstall-kept/team-store",
-                 "ConfigMap eso-it-uninstall-kept/copied-label"):
+                 "ConfigMap eso-it-uninstall-kept/copied-label",
+                 "NetworkPolicy eso-it-uninstall-kept/admin-policy"):
         assert name in namespace_reason, namespace_reason
     assert "never applied" in reasons[("ConfigMap", namespace, "copied-label")]
     assert await ours_left(kube, namespace) == installed
