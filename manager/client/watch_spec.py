@@ -28,11 +28,16 @@ class WatchSpec:
     passes read from the cache: their status is the operator's own writing)."""
     spec_field: str | None = None
     """Only this field of `spec` counts (whole objects; neither metadata nor status)."""
+    spec_keys: str | None = None
+    """Only the names of this field's keys count, and only they are kept: whole objects are
+    read, the cache holds their names and those keys (a store's `spec.provider`, whose
+    values are none of the operator's business)."""
 
     @property
     def accept(self) -> str:
         """What the list and the watch ask for: whole objects or their metadata."""
-        whole = self.with_status or self.whole or self.spec_field is not None
+        whole = (self.with_status or self.whole or self.spec_field is not None
+                 or self.spec_keys is not None)
         return "application/json" if whole else PARTIAL_METADATA
 
     @property

@@ -13,7 +13,7 @@ functions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from manager.api.models import Failure
 from manager.apply import ObjectRef, Observed
@@ -24,6 +24,7 @@ from manager.reporting import summary
 from manager.reporting.status import Outcome, OutcomeKind, inspect_command
 from manager.steps.pass_decision import PassDecision
 from manager.steps.readiness import Awaited, Readiness
+from manager.steps.removed_providers import StoreOnRemovedProvider, problem, stores_phrase
 from manager.steps.uninstall import UninstallPlan, UninstallReport
 
 LISTED = 5  # objects named in a message; the rest are counted
@@ -133,3 +134,28 @@ def operand_outcome(config: EffectiveConfig, operand: Readiness, count: int) -> 
                    f"external-secrets {config.versions.external_secrets} is running in "
                    f"namespace {config.namespace}: every Deployment is available and the "
                    "webhooks are trusted", True)
+
+
+REMOVED_PROVIDER_REASON = "RemovedProviderInUse"
+
+
+def with_removed_providers(outcome: Outcome,
+                           stores: Sequence[StoreOnRemovedProvider]) -> Outcome:
+    """A Ready outcome that also warns of stores on a provider the next operand release no
+    longer has (steps/removed_providers.py); any other outcome as it is.
+
+    Why Ready's message, and not Degraded: those stores work on the operand running now, so
+    nothing needs a fix today, and Ready keeps its meaning (the operand works); what the next
+    upgrade would break is news an administrator must see without OLM, and `kubectl get esc`
+    shows Ready's message. A Warning Event (pass_events.py) carries the whole list when the
+    line changes; the upgrade gate holds OLM back meanwhile. While the ESC is not Ready, its
+    conditions say what matters first, and the gate still says this."""
+    if outcome.kind is not OutcomeKind.READY or not stores:
+        return outcome
+    text = problem(stores)
+    more = len(stores) - 1
+    line = summary.framed(f"warning: {stores_phrase(len(stores))} the next release drops: ",
+                          str(stores[0]),
+                          f"{f' and {more} more' if more else ''}; {summary.SEE_EVENTS}")
+    return replace(outcome, message=f"{outcome.message}; warning: {text}", summary=line,
+                   warning=(REMOVED_PROVIDER_REASON, text))

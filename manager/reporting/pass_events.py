@@ -13,6 +13,9 @@ Few Events, each worth reading in `kubectl describe esc cluster`:
 - `Unmanaged` and `Removed` (Normal) when the operator stops acting on the operand, or has
   removed it, following spec.managementState, and again when what the Ready condition
   summarises changes (the drift found while Unmanaged): the Event has the whole list.
+- the reason of a Ready outcome's warning (Warning; `RemovedProviderInUse`: stores on a
+  provider the next operand release no longer has) whenever the Ready line that carries it
+  changes: the Event has the whole list.
 
 The notes carry an outcome's whole message; the conditions carry a summary of it.
 """
@@ -85,6 +88,8 @@ def pass_events(writes: Sequence[ObjectResult], outcome: Outcome, before: Before
     if outcome.kind in (OutcomeKind.UNMANAGED, OutcomeKind.REMOVED) and (
             before.ready_reason != outcome.reason or before.ready_message != outcome.line):
         events.append(EventSpec("Normal", outcome.reason, outcome.message))
+    if outcome.warning is not None and before.ready_message != outcome.line:
+        events.append(EventSpec("Warning", *outcome.warning))
     return events
 
 

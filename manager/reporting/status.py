@@ -107,6 +107,9 @@ class Outcome:
     """What a Progressing pass waits for (`status.awaited`)."""
     summary: str = ""
     """The conditions' message when `message` would not do as one (summary.py)."""
+    warning: tuple[str, str] | None = None
+    """(reason, text) of what a Ready outcome's message warns of (outcomes.with_warning):
+    a Warning Event carries the text when the Ready line changes (pass_events.py)."""
 
     @property
     def line(self) -> str:

@@ -64,6 +64,7 @@ from manager.reporting.outcomes import (
     operand_outcome,
     removal_outcome,
     unmanaged_outcome,
+    with_removed_providers,
 )
 from manager.reporting.status import Outcome, OutcomeKind
 from manager.reporting.writer import StatusWriter
@@ -82,6 +83,7 @@ from manager.steps.preflight import (
     crd_watch,
     dependency_watches,
 )
+from manager.steps.removed_providers import RemovedProviders, StoreOnRemovedProvider
 from manager.steps.uninstall import execute_uninstall, operand_namespace_of, plan_uninstall
 from manager.tls_profile import INTERMEDIATE, TLSProfile
 
@@ -152,6 +154,7 @@ class Reconciler:
         self.operator_monitoring = OperatorMonitoring(kube, discovery,
                                                       environment.own_namespace)
         self.operand = OperandReadiness(kube)
+        self.removed_providers = RemovedProviders(kube, discovery, cache)
         self.status = StatusWriter(kube, cache, events)
         self._monitoring: MonitoringReport | None = None  # this pass's, for the ESM status
         self._managing_uid: str | None = None  # the ESC this process has managed, if any
@@ -166,7 +169,8 @@ class Reconciler:
             await self.status.no_esc(esc, esm, self._managing_uid, self._feature_note())
             self._managing_uid = None
             metrics.record_webhook_certificate(None)
-            gate_failed = await self._publish_gate(None, None, "")
+            stores = await self._removed_provider_stores() if self.gate.active else []
+            gate_failed = await self._publish_gate(None, None, "", stores)
             return PassReport(None, self._gate_watches(), tls_profile=await
                               self.facts.tls_profile(), gate_failed=gate_failed,
                               monitoring_failed=monitoring_failed)
@@ -175,15 +179,17 @@ class Reconciler:
         branch = (await self._observe(esc, esm) if state == UNMANAGED
                   else await self._remove(esc) if state == REMOVED
                   else await self._converge(esc, esm))
-        outcome, config = branch.outcome, branch.config
+        config, stores = branch.config, await self._removed_provider_stores()
+        outcome = with_removed_providers(branch.outcome, stores or ())
         await self.status.esc(esc, outcome, status.esc_fields(config, outcome))
         await self.status.esm(esm, esc, outcome, branch.annotator, config,
                               feature_note=self._feature_note(config))
         await self.status.pass_events(esc, outcome, branch.writes, config, branch.cause)
         metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
-        gate_failed = await self._publish_gate(outcome, config, state)
+        gate_failed = await self._publish_gate(outcome, config, state, stores)
         profile = config.tls_profile if config else await self.facts.tls_profile()
-        return PassReport(outcome, branch.watches | self._gate_watches(), branch.writes,
+        return PassReport(outcome, branch.watches | self._gate_watches()
+                          | self.removed_providers.watches(), branch.writes,
                           isinstance(branch.annotator, ApiError),
                           _recheck_in(config, branch.recheck_at), profile,
                           gate_failed, monitoring_failed)
@@ -206,26 +212,41 @@ class Reconciler:
             return True
         return False
 
+    async def _removed_provider_stores(self) -> list[StoreOnRemovedProvider] | None:
+        """The stores on a provider the next operand release no longer has
+        (steps/removed_providers.py); None when they could not be read."""
+        try:
+            return await self.removed_providers.stores()
+        except ApiError as error:
+            logger.warning("action=removed-providers result=error error=%r", str(error))
+            self._forget_apis(error)
+            return None
+
     async def _publish_gate(self, outcome: Outcome | None, config: EffectiveConfig | None,
-                            state: str) -> bool:
+                            state: str, stores: Sequence[StoreOnRemovedProvider] | None,
+                            ) -> bool:
         """Tell OLM whether the operator may be upgraded (upgrade_gate.py); whether that
-        failed (the pass is then retried)."""
+        failed (the pass is then retried). `stores` None: they could not be read, so what
+        the gate said stands until a retry can tell."""
         if not self.gate.active:
             return False
+        if stores is None:
+            return True
         try:
             unserved = await self.gate.stored_versions.unserved()
-            await self.gate.publish(decide(outcome, config, state, unserved))
+            await self.gate.publish(decide(outcome, config, state, unserved, stores))
         except ApiError:  # logged once by the gate
             return True
         return False
 
     def _gate_watches(self) -> frozenset[WatchSpec]:
         """With the gate on, a change of an operand CRD (its storedVersions) is a trigger,
-        and so is the OperatorCondition API coming (or going)."""
+        and so are the OperatorCondition API coming (or going) and a store's provider."""
         watch = self.gate.watch()
         if watch is None:
             return frozenset()
-        return frozenset({OPERAND_CRD_CHANGES, crd_watch(OPERATOR_CONDITIONS_CRD), watch})
+        return frozenset({OPERAND_CRD_CHANGES, crd_watch(OPERATOR_CONDITIONS_CRD), watch}
+                         | self.removed_providers.watches())
 
     async def _observe(self, esc: JsonObject, esm: JsonObject) -> Branch:
         """managementState Unmanaged: decide as a Managed pass would, report what it would

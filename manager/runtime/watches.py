@@ -17,7 +17,9 @@ the API server bumps its generation when its webhooks change, a caBundle include
 operand's pods are watched the same way (`with_status`), and only what readiness.py says
 about them counts (`pod_digest`: scheduling, each container's state, reason and restarts),
 not every status write of the kubelet. For an object a pass reads one field of (`spec_field`: the
-APIServer's TLS security profile), only a change of that field, or its deletion, counts.
+APIServer's TLS security profile), only a change of that field, or its deletion, counts; for
+one it reads the key names of one field of (`spec_keys`: a store's provider), only a change of
+those names, and the cache keeps nothing else.
 
 The watches of CRDs are also how the operator learns that an API came or went: a CRD event
 makes discovery forget the CRD's group and wakes the watches of that group's kinds
@@ -81,8 +83,22 @@ def _group(spec: WatchSpec) -> str:
 
 def _typed(item: JsonObject, spec: WatchSpec) -> JsonObject:
     """An item as the cache keeps it: PartialObjectMetadata carries its own apiVersion and
-    kind, not the object's."""
+    kind, not the object's; for `spec_keys`, only the names and those keys (not their
+    values)."""
+    if spec.spec_keys is not None:
+        metadata = item.get("metadata") or {}
+        item = {"metadata": {key: metadata[key] for key in KEPT_METADATA if key in metadata},
+                "spec": {spec.spec_keys: {key: {} for key in _keys(item, spec.spec_keys)}}}
     return {**item, "apiVersion": spec.api_version, "kind": spec.kind}
+
+
+KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+
+
+def _keys(obj: JsonObject, field: str) -> tuple[str, ...]:
+    """The sorted key names of `spec.<field>` (none when it is not an object)."""
+    value = (obj.get("spec") or {}).get(field)
+    return tuple(sorted(value)) if isinstance(value, dict) else ()
 
 
 READINESS_COUNTS = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
@@ -124,6 +140,8 @@ def pod_digest(status: JsonObject) -> tuple[object, ...]:
 def fingerprint(obj: JsonObject, spec: WatchSpec) -> tuple[object, ...]:
     """What a pass may care about in an object (see module doc)."""
     metadata = obj.get("metadata", {})
+    if spec.spec_keys is not None:
+        return (_keys(obj, spec.spec_keys), metadata.get("deletionTimestamp"))
     if spec.spec_field is not None:
         watched = (obj.get("spec") or {}).get(spec.spec_field)
         return (json.dumps(watched, sort_keys=True), metadata.get("deletionTimestamp"))

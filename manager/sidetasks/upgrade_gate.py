@@ -9,13 +9,15 @@ release's CSV Pending (reason OperatorConditionNotUpgradeable) while it is False
 `decide` says False, with what to do, only in states an upgrade would make worse: the
 ExternalSecretsConfig is Unmanaged (the new release could not apply its objects' new shape,
 and the first Managed pass afterwards would change everything at once), componentConfigs[].
-overrideArgs are in use (the next release may drop a flag, and the pod would not start), or
+overrideArgs are in use (the next release may drop a flag, and the pod would not start),
 an operand CRD still stores objects in a version it no longer serves (the next CRD may stop
-listing it). A Degraded pass does not hold the upgrade back: a missing Issuer or a fault in
-this release is no worse after it, and the next release may be the fix. `UpgradeGate`
-publishes the decision only when the OperatorCondition says otherwise: it watches the
-object (`watch`), so an edit by someone else is answered by the next pass, and a steady pass
-sends no request; without OLM (no variable, or the API not served) it says so once.
+listing it), or a SecretStore or ClusterSecretStore uses a provider the next release's operand
+no longer has (it would stop working: manager/steps/removed_providers.py). A Degraded pass
+does not hold the upgrade back: a missing Issuer or a fault in this release is no worse after
+it, and the next release may be the fix. `UpgradeGate` publishes the decision only when the
+OperatorCondition says otherwise: it watches the object (`watch`), so an edit by someone else
+is answered by the next pass, and a steady pass sends no request; without OLM (no variable,
+or the API not served) it says so once.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from manager.management import UNMANAGED
 from manager.names import FIELD_MANAGER
 from manager.reporting.events import now_rfc3339
 from manager.reporting.status import Outcome
+from manager.steps.removed_providers import StoreOnRemovedProvider, problem
 from manager.steps.stored_versions import StoredVersions, Unserved
 
 logger = logging.getLogger(__name__)
@@ -42,8 +45,9 @@ API_VERSION = "operators.coreos.com/v2"
 KIND = "OperatorCondition"
 OPERATOR_CONDITIONS_CRD = "operatorconditions.operators.coreos.com"
 UPGRADEABLE = "Upgradeable"
-UPGRADEABLE_MESSAGE = ("the operand is managed, no overrideArgs are set, and every stored "
-                       "version of the operand CRDs is served")
+UPGRADEABLE_MESSAGE = ("the operand is managed, no overrideArgs are set, every stored "
+                       "version of the operand CRDs is served, and no store uses a provider "
+                       "the next release's operand no longer has")
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,11 @@ class Gate:
 
 
 def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,
-           unserved: Sequence[Unserved]) -> Gate:
+           unserved: Sequence[Unserved],
+           removed: Sequence[StoreOnRemovedProvider] = ()) -> Gate:
     """Upgradeable for one pass: `outcome` and `config` of the ESC (None: no ESC, or its spec
-    is invalid), its managementState, the operand CRDs' unserved stored versions."""
+    is invalid), its managementState, the operand CRDs' unserved stored versions, the stores
+    on a provider the next operand release no longer has."""
     blockers: list[tuple[str, str]] = []
     if outcome is not None and state == UNMANAGED:
         blockers.append(("Unmanaged", (
@@ -74,6 +80,8 @@ def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,
             "longer serves: rewrite every object in the storage version (for example kubectl "
             f"get {entry.crd} -A -o json | kubectl replace -f -), then remove {versions} from "
             "the CRD's status.storedVersions")))
+    if removed:  # they still work today: only the upgrade would break them
+        blockers.append(("RemovedProviderInUse", problem(removed)))
     if not blockers:
         return Gate("True", "AsExpected", UPGRADEABLE_MESSAGE)
     message = "; ".join(text for _, text in blockers)

@@ -8,8 +8,9 @@ from pathlib import Path
 from manager.apply.results import Action, ObjectRef, ObjectResult
 from manager.client.kube import own_namespace
 from manager.config import EffectiveConfig
-from manager.reporting import events, pass_events
+from manager.reporting import events, outcomes, pass_events, summary
 from manager.reporting.status import Outcome, OutcomeKind
+from manager.steps.removed_providers import StoreOnRemovedProvider
 from tests.unit.configs import CERT_MANAGER, config
 
 
@@ -127,3 +128,32 @@ def test_the_operators_namespace_comes_from_the_environment_or_its_service_accou
     namespace_file.write_text("eso-operator\n")
     assert own_namespace({}, namespace_file) == "eso-operator"
     assert own_namespace({"POD_NAMESPACE": ""}, namespace_file) == "eso-operator"
+
+
+def test_stores_on_a_removed_provider_warn_in_ready_and_in_one_event() -> None:
+    """Ready stays True with its reason (the stores work on today's operand); its line names
+    the first store and the count, the Warning Event all of them, once per change."""
+    stores = [StoreOnRemovedProvider("SecretStore", "apps", f"store-{i}", "alibaba")
+              for i in range(3)]
+    ready = Outcome(OutcomeKind.READY, "Reconciled", "external-secrets v1.3.2 is running", True)
+    warned = outcomes.with_removed_providers(ready, stores)
+    ready_condition = warned.conditions()[0]
+    assert (ready_condition.status, ready_condition.reason) == ("True", "Reconciled")
+    assert ready_condition.message == (
+        "warning: 3 stores use providers the next release drops: SecretStore apps/store-0 "
+        "(alibaba) and 2 more; see kubectl describe esc cluster")
+    assert len(ready_condition.message) <= summary.LIMIT
+    assert warned.message.startswith("external-secrets v1.3.2 is running; warning: 3 stores")
+    posted = pass_events.pass_events([], warned, NOT_DEGRADED, None, config())
+    assert [(e.type, e.reason) for e in posted] == [("Warning", "RemovedProviderInUse")]
+    assert "apps/store-2 (alibaba)" in posted[0].note
+    assert "move it to a supported provider or delete it" in posted[0].note
+    seen = pass_events.Before(False, "Reconciled", ready_condition.message)
+    assert pass_events.pass_events([], warned, seen, None, config()) == []
+    # Long names: the line still fits, cut in the store's name.
+    long = [StoreOnRemovedProvider("SecretStore", "n" * 63, "s" * 253, "device42")]
+    assert len(outcomes.with_removed_providers(ready, long).line) <= summary.LIMIT
+    # Nothing to say, or not Ready (its conditions say what matters first): unchanged.
+    assert outcomes.with_removed_providers(ready, []) is ready
+    waiting = Outcome(OutcomeKind.PROGRESSING, "WaitingForOperand", "waiting")
+    assert outcomes.with_removed_providers(waiting, stores) is waiting

@@ -9,7 +9,7 @@ import pytest
 from manager.client.kube import JsonObject
 from manager.client.watch_spec import WatchSpec
 from manager.runtime.pass_watches import CHILD_WATCHES
-from manager.runtime.watches import fingerprint
+from manager.runtime.watches import _typed, fingerprint
 
 
 def metadata(**changes: Any) -> JsonObject:
@@ -120,3 +120,34 @@ def test_a_ca_bundle_change_counts_through_the_generation_the_server_bumps() -> 
 def test_the_kinds_whose_status_decides_ready_are_watched_whole() -> None:
     watched = {spec.kind for spec in CHILD_WATCHES if spec.with_status}
     assert watched == {"Deployment", "Certificate", "ValidatingWebhookConfiguration"}
+
+
+STORES = WatchSpec("external-secrets.io/v1", "SecretStore", cached=True, spec_keys="provider")
+
+
+def secret_store(provider: JsonObject, **meta: Any) -> JsonObject:
+    return {"metadata": {"name": "s", "namespace": "apps", "uid": "u", "resourceVersion": "5",
+                         "generation": 1, "labels": {"a": "b"}, **meta},
+            "spec": {"provider": provider, "refreshInterval": "1h"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_a_spec_keys_watch_counts_only_the_providers_name() -> None:
+    fake = secret_store({"fake": {"data": [{"key": "k", "value": "v1"}]}})
+    same = secret_store({"fake": {"data": [{"key": "k", "value": "v2"}]}}, generation=2,
+                        resourceVersion="9", labels={})
+    assert fingerprint(fake, STORES) == fingerprint(same, STORES)
+    assert fingerprint(fake, STORES) != fingerprint(secret_store({"alibaba": {}}), STORES)
+    assert fingerprint(fake, STORES) != fingerprint(
+        secret_store({"fake": {}}, deletionTimestamp="2026-01-01T00:00:00Z"), STORES)
+    assert fingerprint(secret_store("garbage"), STORES) == fingerprint(  # type: ignore[arg-type]
+        secret_store({}), STORES)
+
+
+def test_a_spec_keys_watch_caches_names_and_keys_not_values() -> None:
+    kept = _typed(secret_store({"fake": {"data": [{"key": "k", "value": "a-secret"}]}}), STORES)
+    assert kept == {"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                    "metadata": {"name": "s", "namespace": "apps", "uid": "u",
+                                 "resourceVersion": "5"},
+                    "spec": {"provider": {"fake": {}}}}
+    assert "a-secret" not in repr(kept)

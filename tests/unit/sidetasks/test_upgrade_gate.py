@@ -9,6 +9,7 @@ from manager.config import OperatorEnvironment, effective_config
 from manager.management import MANAGED, UNMANAGED
 from manager.reporting.status import Outcome, OutcomeKind
 from manager.sidetasks.upgrade_gate import Gate, decide
+from manager.steps.removed_providers import StoreOnRemovedProvider
 from manager.steps.stored_versions import Unserved, unserved_versions
 
 ENV = OperatorEnvironment.from_environ({})
@@ -60,3 +61,33 @@ def test_unserved_versions_are_the_stored_ones_not_served() -> None:
     crd["status"]["storedVersions"] = ["v1"]
     assert unserved_versions(crd) == ()
     assert unserved_versions({"spec": {}}) == ()
+
+
+ALIBABA = StoreOnRemovedProvider("SecretStore", "apps", "vault-a", "alibaba")
+DEVICE42 = StoreOnRemovedProvider("ClusterSecretStore", "", "inventory", "device42")
+
+
+def test_stores_on_a_removed_provider_hold_the_upgrade_and_are_named() -> None:
+    """They work today (Ready stays True), but the next release's operand no longer has their
+    provider: False, naming each store and what to do."""
+    gate = decide(READY, PLAIN, MANAGED, [], [ALIBABA, DEVICE42])
+    assert (gate.status, gate.reason) == ("False", "RemovedProviderInUse")
+    assert gate.message.startswith(
+        "2 stores use providers that external-secrets v2.9.0, the operand of the next release "
+        "(0.3.0), no longer has: SecretStore apps/vault-a (alibaba), ClusterSecretStore "
+        "inventory (device42); "), gate.message
+    assert gate.message.endswith("move it to a supported provider or delete it; then upgrade")
+    # Also without an ESC (the operand may still run), and after the other blockers.
+    assert decide(None, None, "", [], [ALIBABA]).reason == "RemovedProviderInUse"
+    both = decide(READY, OVERRIDDEN, MANAGED, [], [DEVICE42])
+    assert both.reason == "UnsupportedOverrides"
+    assert "inventory (device42)" in both.message
+    assert decide(READY, PLAIN, MANAGED, [], []).status == "True"
+
+
+def test_many_stores_are_capped_with_a_count() -> None:
+    stores = [StoreOnRemovedProvider("SecretStore", f"team-{i}", "s", "alibaba")
+              for i in range(12)]
+    gate = decide(READY, PLAIN, MANAGED, [], stores)
+    assert "team-4/s (alibaba) and 7 more;" in gate.message, gate.message
+    assert "team-5/" not in gate.message
