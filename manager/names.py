@@ -40,6 +40,9 @@ BITWARDEN_DEPLOYMENT: Final = "bitwarden-sdk-server"
 DEPLOYMENT_NAMES: Final = {"controller": CONTROLLER_DEPLOYMENT, "webhook": WEBHOOK_DEPLOYMENT,
                            "cert-controller": CERT_CONTROLLER_DEPLOYMENT,
                            "bitwarden": BITWARDEN_DEPLOYMENT}
+# The (Cluster)Role and binding that let the controller write ConfigMaps while the
+# UnsafeAllowGenericTargets feature is on (named in the ESM status).
+GENERIC_TARGETS_ROLE: Final = "external-secrets-controller-generic-targets"
 # cert-manager's Certificate for the webhook, whose CA the injector annotation names.
 WEBHOOK_CERTIFICATE: Final = "external-secrets-webhook"
 # The Secrets holding the webhook's serving certificate (names, not secrets): the

@@ -823,10 +823,15 @@ class Feature(ApiModel):
     """Feature is for enabling the optional features."""
 
     name: str
-    """name of the optional feature. This version of the operator has one, OperandMonitoring
+    """name of the optional feature. This version of the operator has two: OperandMonitoring
     (ServiceMonitors and a PrometheusRule for the operand, when the cluster serves
-    monitoring.coreos.com/v1); any other name is reported as UnknownFeature in the status
-    entry external-secrets-manager and has no effect. Required, no default."""
+    monitoring.coreos.com/v1) and UnsafeAllowGenericTargets (the controller's
+    --unsafe-allow-generic-targets and the right to write ConfigMaps: ExternalSecrets may then
+    target ConfigMaps and custom resources, which is slower and puts values where Secrets'
+    protections do not reach: custom resources are not encrypted at rest, the view role reads
+    ConfigMaps; the status entry external-secrets-manager says so while it is on).
+    Any other name is reported as UnknownFeature in that entry and has no effect. Required,
+    no default."""
 
     enabled: BoolString
     """enabled indicates whether the feature is active: "true" or "false". Required, no

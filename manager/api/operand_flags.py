@@ -74,6 +74,9 @@ OWNED: Mapping[str, Mapping[str, str]] = {
         "enable-leader-election": "the replicas of one Deployment must elect a leader",
         "metrics-addr": "the metrics Service, NetworkPolicy and ServiceMonitor use :8080",
         "zap-time-encoding": _RENDERED,
+        "unsafe-allow-generic-targets": ("use the ExternalSecretsManager's feature "
+                                         "UnsafeAllowGenericTargets, which also grants the "
+                                         "RBAC and reports the risk"),
     },
     "webhook": {
         "port": ("the Service, the NetworkPolicy and the webhook configurations use port "
@@ -115,8 +118,6 @@ REFUSED: Mapping[str, Mapping[str, str]] = {
         "metrics-cert-dir": _SCRAPE,
         "metrics-cert-name": _SCRAPE,
         "metrics-key-name": _SCRAPE,
-        "unsafe-allow-generic-targets": ("it lets ExternalSecrets write objects of any kind, "
-                                         "beyond Secrets and what the rendered RBAC is for"),
     },
     "certcontroller": {
         "crd-names": ("it would point the conversion webhook of other products' CRDs at this "

@@ -664,7 +664,7 @@ OVERRIDE_ARGS_MESSAGE_OWNED = (
     f"on: {_OVERRIDES_DOC}); remove it")
 OVERRIDE_ARGS_MESSAGE_REFUSED = (
     "sets a flag that would widen what the operand touches or collide with what the operator "
-    f"renders (addresses, metrics serving, CRDs, generic targets: {_OVERRIDES_DOC}); remove it")
+    f"renders (addresses, metrics serving, CRDs: {_OVERRIDES_DOC}); remove it")
 OVERRIDE_ARGS_MESSAGE_UNKNOWN = (
     f"must be --flag=value with a flag of external-secrets {operand_flags.snapshot().version} "
     "that the operator does not render, and a value of its type (true or false, an "
@@ -698,8 +698,8 @@ OVERRIDE_ARGS = (
                       "flags."),
     _no_arg_such_that(_refused_arg, f"overrideArgs {OVERRIDE_ARGS_MESSAGE_REFUSED}",
                       OVERRIDE_ARGS_MESSAGE_REFUSED,
-                      "--crd-names, --unsafe-allow-generic-targets, the metrics TLS flags and "
-                      "--live-addr: each reaches beyond the operand or breaks what is rendered."),
+                      "--crd-names, the metrics TLS flags and --live-addr: each reaches "
+                      "beyond the operand or breaks what is rendered."),
     _no_arg_such_that(_bad_arg, f"each overrideArgs entry {OVERRIDE_ARGS_MESSAGE_UNKNOWN}",
                       OVERRIDE_ARGS_MESSAGE_UNKNOWN,
                       "The flags are read from the pinned release's source; a flag it lacks "

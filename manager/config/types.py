@@ -28,7 +28,12 @@ ESM_GLOBAL = "spec.globalConfig"
 # OperandMonitoring: ServiceMonitors and a PrometheusRule for the operand, while the cluster
 # serves monitoring.coreos.com/v1 (docs/operations.md, "Monitoring").
 OPERAND_MONITORING = "OperandMonitoring"
-KNOWN_FEATURES: frozenset[str] = frozenset({OPERAND_MONITORING})
+# UnsafeAllowGenericTargets (Red Hat's operator's name for it since its 1.2): the controller's
+# --unsafe-allow-generic-targets, so ExternalSecrets may write ConfigMaps and custom resources
+# (spec.target.manifest), and the RBAC for ConfigMaps (docs/operations.md, "Generic targets").
+UNSAFE_ALLOW_GENERIC_TARGETS = "UnsafeAllowGenericTargets"
+KNOWN_FEATURES: frozenset[str] = frozenset({OPERAND_MONITORING,
+                                            UNSAFE_ALLOW_GENERIC_TARGETS})
 
 # cert-manager refuses shorter certificates and earlier renewals (its webhook validation).
 MINIMUM_CERTIFICATE_DURATION = "1h"
@@ -357,6 +362,9 @@ class EffectiveConfig(_Frozen):
     cert_manager: CertManagerSettings = CertManagerSettings()
     bitwarden: BitwardenSettings = BitwardenSettings()
     monitoring: MonitoringSettings = MonitoringSettings()
+    generic_targets: bool = False
+    """The UnsafeAllowGenericTargets feature: the controller's --unsafe-allow-generic-targets
+    and the right to write ConfigMaps where it syncs."""
     webhook_check_interval: str = kube_values.normal_go_duration(
         defaults.CERTIFICATE_CHECK_INTERVAL)
     resources: dict[str, Any] | None = None

@@ -15,6 +15,14 @@ together; the controller prunes managed objects of a disabled component.
     controller-namespace-rbac
                            Role and RoleBinding external-secrets-controller operatingNamespace
                            in the operating namespace
+    generic-targets-cluster-rbac
+                           ClusterRole and ClusterRoleBinding               UnsafeAllowGeneric-
+                           external-secrets-controller-generic-targets      Targets on, no
+                                                                            operatingNamespace
+    generic-targets-namespace-rbac
+                           Role and RoleBinding of that name in the         UnsafeAllowGeneric-
+                           operating namespace                              Targets on, and
+                                                                            operatingNamespace
     webhook                ServiceAccount, Service, Deployment,             always
                            NetworkPolicy, 2 ValidatingWebhookConfigurations
     cert-controller        ServiceAccount, ClusterRole, ClusterRoleBinding, cert-manager off
@@ -54,6 +62,8 @@ NAMESPACE: Final = "namespace"
 CONTROLLER: Final = "controller"
 CONTROLLER_CLUSTER_RBAC: Final = "controller-cluster-rbac"
 CONTROLLER_NAMESPACE_RBAC: Final = "controller-namespace-rbac"
+GENERIC_TARGETS_CLUSTER_RBAC: Final = "generic-targets-cluster-rbac"
+GENERIC_TARGETS_NAMESPACE_RBAC: Final = "generic-targets-namespace-rbac"
 WEBHOOK: Final = "webhook"
 CERT_CONTROLLER: Final = "cert-controller"
 WEBHOOK_CERTIFICATE: Final = "webhook-certificate"
@@ -68,7 +78,8 @@ MONITORING_CERT_CONTROLLER: Final = "monitoring-cert-controller"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
-                     WEBHOOK, CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
+                     GENERIC_TARGETS_CLUSTER_RBAC, GENERIC_TARGETS_NAMESPACE_RBAC, WEBHOOK,
+                     CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
                      BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA,
                      DISRUPTION_BUDGET, MONITORING, MONITORING_CERT_CONTROLLER)
 
@@ -82,6 +93,8 @@ APP_NAMES: Final = {
     CONTROLLER: CONTROLLER_APP,
     CONTROLLER_CLUSTER_RBAC: CONTROLLER_APP,
     CONTROLLER_NAMESPACE_RBAC: CONTROLLER_APP,
+    GENERIC_TARGETS_CLUSTER_RBAC: CONTROLLER_APP,
+    GENERIC_TARGETS_NAMESPACE_RBAC: CONTROLLER_APP,
     WEBHOOK: WEBHOOK_APP,
     CERT_CONTROLLER: CERT_CONTROLLER_APP,
     WEBHOOK_CERTIFICATE: WEBHOOK_APP,
@@ -117,6 +130,9 @@ def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
     # operatingNamespace narrows the controller's rights to that namespace.
     enabled.add(CONTROLLER_NAMESPACE_RBAC if config.operating_namespace
                 else CONTROLLER_CLUSTER_RBAC)
+    if config.generic_targets:  # ConfigMaps as targets, where the controller syncs
+        enabled.add(GENERIC_TARGETS_NAMESPACE_RBAC if config.operating_namespace
+                    else GENERIC_TARGETS_CLUSTER_RBAC)
     enabled.add(WEBHOOK_CERTIFICATE if config.cert_manager.enabled else CERT_CONTROLLER)
     if config.bitwarden.enabled:
         enabled.add(BITWARDEN)

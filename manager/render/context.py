@@ -16,6 +16,7 @@ manifests/operand/README.md):
     container.{security_context, resources, env, extra_volume_mounts},
     deployment.{replicas, revision_history_limit, leader_election},
     controller_args (the controller's tuning flags), concurrent,
+    generic_targets (the controller's --unsafe-allow-generic-targets),
     disruption_budget.{name, max_unavailable, min_available} (disruption-budget only)
 """
 
@@ -319,6 +320,7 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         },
         "concurrent": config.controller_flags.concurrent,
         "controller_args": controller_args(config),
+        "generic_targets": config.generic_targets,
         "monitoring": monitoring_context(config),
         "pod": {
             "annotations": {**required_scc(config),

@@ -18,8 +18,14 @@ from pydantic import ValidationError
 from manager.api.models import ExternalSecretsManagerSpec
 from manager.apply.results import ObjectResult
 from manager.client.kube import ApiError, JsonObject
-from manager.config import OPERAND_MONITORING, EffectiveConfig, unknown_features
-from manager.names import WEBHOOK_CERTIFICATE
+from manager.config import (
+    KNOWN_FEATURES,
+    UNSAFE_ALLOW_GENERIC_TARGETS,
+    EffectiveConfig,
+    feature_enabled,
+    unknown_features,
+)
+from manager.names import GENERIC_TARGETS_ROLE, WEBHOOK_CERTIFICATE
 from manager.render.context import INJECT_CA_FROM
 from manager.reporting import status, summary
 from manager.reporting.events import EventSpec
@@ -77,18 +83,53 @@ def manager_state(esm: JsonObject, problem: str | None, config: EffectiveConfig 
     """The ESM controller's entry: its globalConfig is invalid (`problem`), names features
     this operator does not have, is partly overridden by the ESC, or simply applies; a
     feature that is on but has no effect (`feature_note`) is said in the message, with
-    reason FeatureWithoutEffect where nothing else is to say."""
+    reason FeatureWithoutEffect where nothing else is to say, and so is the risk of
+    UnsafeAllowGenericTargets while it is on (reason GenericTargetsEnabled: Ready, not
+    Degraded, for it works as asked)."""
     state = _manager_state(esm, problem, config)
-    if feature_note is None or problem is not None:
+    if problem is not None:
+        return state
+    state = _with_note(state, feature_note, "FeatureWithoutEffect", feature_note)
+    return _with_note(state, generic_targets_warning(esm, config), GENERIC_TARGETS_REASON,
+                      GENERIC_TARGETS_LINE)
+
+
+def _with_note(state: ControllerState, note: str | None, reason: str,
+               line: str | None) -> ControllerState:
+    """`state` with `note` added to its message; where the state had nothing else to say
+    (Observed), the note is the news: its reason, and `line` as the summary."""
+    if note is None:
         return state
     ready = state.conditions[0]
-    reason = "FeatureWithoutEffect" if ready.reason == "Observed" else ready.reason
-    # Without effect, the note is the news; else the state's own summary comes first.
-    line = (summary.fitted(feature_note, summary.SEE_ESM_EVENTS) if reason != ready.reason
-            else state.summary)
-    return status.simple_state(status.CONTROLLER_ESM, ready.status == "True", reason,
-                               f"{ready.message}; {feature_note}", state.observed_generation,
-                               summary=line)
+    news = ready.reason == "Observed"
+    return status.simple_state(
+        status.CONTROLLER_ESM, ready.status == "True", reason if news else ready.reason,
+        f"{ready.message}; {note}", state.observed_generation,
+        summary=summary.fitted(line or note, summary.SEE_ESM_EVENTS) if news else state.summary)
+
+
+GENERIC_TARGETS_REASON = "GenericTargetsEnabled"
+GENERIC_TARGETS_LINE = (f"feature {UNSAFE_ALLOW_GENERIC_TARGETS} is on: targets other than "
+                        "Secrets sync slower and are not protected as Secrets are "
+                        f"({summary.SEE_ESM_EVENTS})")
+
+
+def generic_targets_warning(esm: JsonObject, config: EffectiveConfig | None) -> str | None:
+    """What UnsafeAllowGenericTargets costs, while it is on: slower syncs, targets that are
+    not Secrets (at rest and to readers), and the RBAC the operator grants for them."""
+    spec = _spec(esm)
+    if spec is None or not feature_enabled(spec, UNSAFE_ALLOW_GENERIC_TARGETS):
+        return None
+    scope = (f"in namespace {config.operating_namespace} (Role {GENERIC_TARGETS_ROLE})"
+             if config is not None and config.operating_namespace
+             else f"in every namespace (ClusterRole {GENERIC_TARGETS_ROLE})")
+    return (f"feature {UNSAFE_ALLOW_GENERIC_TARGETS} is on: an ExternalSecret with "
+            "spec.target.manifest writes a ConfigMap or a custom resource instead of a "
+            "Secret; such a sync is slower, whoever may read ConfigMaps (the role view) reads "
+            "a ConfigMap target, and etcd encryption leaves a custom resource unencrypted at "
+            "rest (it covers Secrets, on OpenShift ConfigMaps too); the controller may create, "
+            f"update and delete ConfigMaps {scope}; a custom resource kind needs RBAC an "
+            'administrator grants (docs/operations.md, "Generic targets")')
 
 
 def _manager_state(esm: JsonObject, problem: str | None,
@@ -103,7 +144,7 @@ def _manager_state(esm: JsonObject, problem: str | None,
         return status.simple_state(
             status.CONTROLLER_ESM, False, "UnknownFeature",
             f"spec.features: {names} {'is' if len(unknown) == 1 else 'are'} not a feature of "
-            f"this operator (its only feature is {OPERAND_MONITORING}); such an entry has no "
+            f"this operator (known: {', '.join(sorted(KNOWN_FEATURES))}); such an entry has no "
             "effect: remove it", generation, summary=_unknown_line(unknown, names))
     hidden = config.hidden_global_settings if config is not None else ()
     if hidden:
@@ -127,12 +168,16 @@ def _unknown_line(unknown: tuple[str, ...], names: str) -> str:
         names, f"; remove {'it' if one else 'them'} ({summary.SEE_ESM_EVENTS})")
 
 
-def _unknown_features(esm: JsonObject) -> tuple[str, ...]:
+def _spec(esm: JsonObject) -> ExternalSecretsManagerSpec | None:
     try:
-        spec = ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
+        return ExternalSecretsManagerSpec.model_validate(esm.get("spec") or {})
     except ValidationError:  # reported as InvalidGlobalConfig by the pass
-        return ()
-    return unknown_features(spec)
+        return None
+
+
+def _unknown_features(esm: JsonObject) -> tuple[str, ...]:
+    spec = _spec(esm)
+    return unknown_features(spec) if spec is not None else ()
 
 
 def annotator_state(esm: JsonObject, report: AnnotatorReport | ApiError | None,

@@ -36,6 +36,7 @@ from tests.conftest import CertManager, Cluster
 from tests.e2e import bitwarden
 from tests.e2e.conftest import (
     ESC,
+    ESM,
     USE_EXISTING_CLUSTER,
     condition,
     uninstall_command,
@@ -50,6 +51,7 @@ SOURCE = "eso-e2e-source"    # a namespace the kubernetes provider reads from
 DEPLOYMENTS = ("external-secrets", "external-secrets-webhook", "external-secrets-cert-controller")
 WEBHOOK_CONFIGURATIONS = ("externalsecret-validate", "secretstore-validate")
 REFRESH = "2s"
+GENERIC_FLAG = "--unsafe-allow-generic-targets=true"
 
 
 def kubectl(cluster: Cluster, *args: str) -> str:
@@ -160,6 +162,81 @@ def test_the_fake_provider_syncs_into_a_secret(cluster: Cluster, operand: None) 
         {"secretKey": "password", "remoteRef": {"key": "/db/password"}}]))
     wait_synced("from-fake", {"password": "first"}, 60)
     print(kubectl(cluster, "get", "externalsecret", "from-fake", "-n", TEAM))
+
+
+def set_generic_targets(enabled: bool) -> None:
+    """The ExternalSecretsManager feature UnsafeAllowGenericTargets on, or its entry gone."""
+    features = ([{"name": "UnsafeAllowGenericTargets", "enabled": "true"}] if enabled
+                else None)
+    oc.selector(ESM).object().patch({"spec": {"features": features}}, strategy="merge")
+
+
+def controller_flag(wanted: bool) -> Callable[[], None]:
+    def check() -> None:
+        deployment = model("deployment", "external-secrets", NAMESPACE)
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert (GENERIC_FLAG in args) == wanted, args
+        status = deployment.get("status") or {}
+        # Rolled out: the pods that run are the template's (the flag is read at start).
+        assert status.get("observedGeneration") == deployment["metadata"]["generation"], status
+        assert status.get("updatedReplicas") == status.get("replicas") == 1, status
+        assert status.get("availableReplicas") == 1, status
+    return check
+
+
+def test_with_generic_targets_on_an_external_secret_writes_a_configmap(
+        cluster: Cluster, operand: None) -> None:
+    """UnsafeAllowGenericTargets: the rolled controller writes a ConfigMap target (the RBAC
+    the operator grants is what lets it); off again, the same ExternalSecret is refused by
+    the controller and the ConfigMap it wrote stays."""
+    store = secret_store("generic-fake", {"fake": {"data": [
+        {"key": "/app/colour", "value": "blue"}]}})
+    try:
+        set_generic_targets(True)
+        wait_for(controller_flag(True), "the controller to roll with the flag", 120)
+        wait_esc(timeout=120)
+        with oc.project(TEAM):
+            oc.invoke("apply", ["-f", "-"], stdin_str=json.dumps(store))
+        es = external_secret("to-configmap", "generic-fake", [
+            {"secretKey": "colour", "remoteRef": {"key": "/app/colour"}}])
+        es["spec"]["target"]["manifest"] = {"apiVersion": "v1", "kind": "ConfigMap"}
+        oc.apply(es)
+
+        def synced() -> None:
+            ready = _ready(model("externalsecret", "to-configmap", TEAM))
+            assert ready is not None, "no Ready condition yet"
+            assert ready["status"] == "True", ready
+            assert model("configmap", "to-configmap", TEAM).get("data") == {"colour": "blue"}
+
+        wait_for(synced, "configmap/to-configmap to hold the expected data", 90, interval=0.5)
+        with oc.project(TEAM):
+            assert oc.selector("secret/to-configmap").object(ignore_not_found=True) is None
+        print(kubectl(cluster, "get", "externalsecret,configmap", "to-configmap", "-n", TEAM))
+
+        set_generic_targets(False)
+        wait_for(controller_flag(False), "the controller to roll without the flag", 120)
+        wait_esc(timeout=120)
+
+        def refused() -> None:
+            ready = _ready(model("externalsecret", "to-configmap", TEAM))
+            assert ready is not None
+            assert (ready["status"], ready.get("message")) == ("False",
+                                                               "invalid generic target"), ready
+            events = json.loads(kubectl(
+                cluster, "get", "events", "-n", TEAM, "-o", "json", "--field-selector",
+                "involvedObject.name=to-configmap,reason=UpdateFailed"))["items"]
+            assert any("generic targets are disabled" in e.get("message", "")
+                       for e in events), [e.get("message") for e in events]
+
+        wait_for(refused, "the controller to refuse the generic target", 90, interval=0.5)
+        assert model("configmap", "to-configmap", TEAM).get("data") == {"colour": "blue"}
+    finally:
+        set_generic_targets(False)
+
+
+def _ready(obj: dict[str, Any]) -> dict[str, Any] | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Ready"), None)
 
 
 def test_the_kubernetes_provider_reads_another_namespace_and_follows_updates(

@@ -92,6 +92,7 @@ SCENARIO_NAMESPACES = {
     "monitoring": "eso-it-monitoring",
     "tls-profile": "eso-it-tls",
     "waiting": "eso-it-waiting",
+    "generic-targets": "eso-it-generic",
     # long, so that the names in status summaries are long (63 is the limit)
     "status-line": "eso-it-status-line-with-a-long-namespace-name-to-fill-summaries",
 }

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from manager.api.models import ExternalSecretsConfigSpec
+from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.client.kube import Kube
-from manager.config import OperatorEnvironment, effective_config
+from manager.config import UNSAFE_ALLOW_GENERIC_TARGETS, OperatorEnvironment, effective_config
+from manager.names import GENERIC_TARGETS_ROLE
 from manager.render import render_operand
 from manager.reporting.status import CONTROLLER_NAMES
 from tests.conftest import Cluster
@@ -35,14 +36,17 @@ from tests.integration.test_controller_install import expected_objects
 SERVICE_ACCOUNT = "external-secrets-operator-controller-manager"
 OPERATOR_NAMESPACE = "external-secrets-operator"
 
-# Configurations that together render every operand (Cluster)Role there is.
-VARIANTS: tuple[dict[str, Any], ...] = (
-    {},
-    {"appConfig": {"operatingNamespace": "team-a"}},
-    {"appConfig": {"certManagerConfig": {"enabled": "true", "addInjectorAnnotations": "true",
-                                         "issuerRef": {"name": "i", "kind": "ClusterIssuer"}},
-                   "bitwardenSecretManagerProvider": {"enabled": "true"},
-                   "proxy": {"httpProxy": "http://proxy.example:3128"}}},
+# Configurations (ESC spec, ESM spec) that together render every operand (Cluster)Role there
+# is: the feature UnsafeAllowGenericTargets adds one cluster-wide, or one in the operating
+# namespace.
+GENERIC_TARGETS = {"features": [{"name": UNSAFE_ALLOW_GENERIC_TARGETS, "enabled": "true"}]}
+VARIANTS: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
+    ({}, GENERIC_TARGETS),
+    ({"appConfig": {"operatingNamespace": "team-a"}}, GENERIC_TARGETS),
+    ({"appConfig": {"certManagerConfig": {"enabled": "true", "addInjectorAnnotations": "true",
+                                          "issuerRef": {"name": "i", "kind": "ClusterIssuer"}},
+                    "bitwardenSecretManagerProvider": {"enabled": "true"},
+                    "proxy": {"httpProxy": "http://proxy.example:3128"}}}, {}),
 )
 
 Permission = tuple[str, str, str, str | None]  # group, resource, verb, resource name
@@ -84,14 +88,18 @@ def test_rbac_has_no_wildcards_and_covers_every_operand_role() -> None:
                 assert "*" not in rule.get(key, []), (doc["metadata"]["name"], rule)
     held = set(permissions(operator_rules()))
     environment = OperatorEnvironment.from_environ({})
-    for variant in VARIANTS:
-        config = effective_config(ExternalSecretsConfigSpec.model_validate(variant), None,
+    roles = set()
+    for esc_spec, esm_spec in VARIANTS:
+        config = effective_config(ExternalSecretsConfigSpec.model_validate(esc_spec),
+                                  ExternalSecretsManagerSpec.model_validate(esm_spec),
                                   environment)
         for obj in render_operand(config).objects():
             if obj["kind"] not in ("ClusterRole", "Role"):
                 continue
+            roles.add((obj["kind"], obj["metadata"]["name"]))
             missing = [p for p in permissions(obj["rules"]) if not covered(p, held)]
             assert not missing, f"{obj['kind']} {obj['metadata']['name']} grants {missing}"
+    assert {("ClusterRole", GENERIC_TARGETS_ROLE), ("Role", GENERIC_TARGETS_ROLE)} <= roles
 
 
 async def service_account_kubeconfig(kube: Kube, cluster: Cluster, directory: Path) -> Path:

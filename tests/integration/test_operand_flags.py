@@ -23,25 +23,29 @@ import pytest
 from devcluster.controlplane import ensure_tool
 from manager import versions
 from manager.api import operand_flags
-from manager.api.models import ExternalSecretsConfigSpec
-from manager.config import OperatorEnvironment, effective_config
+from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
+from manager.config import UNSAFE_ALLOW_GENERIC_TARGETS, OperatorEnvironment, effective_config
 from manager.paths import REPO_ROOT
 from manager.render import render_operand
 
 COMMANDS = tuple(operand_flags.COMMANDS.values())
 FLAG_IN_HELP = re.compile(r"^\s+(?:-\w, )?--([\w-]+)", re.MULTILINE)
-# Specs that together render every flag the operator can produce.
-SPECS: tuple[dict[str, Any], ...] = (
-    {},
-    {"appConfig": {"operatingNamespace": "team-a", "logLevel": 5}},
-    {"appConfig": {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}},
+# Specs (ExternalSecretsConfig, ExternalSecretsManager) that together render every flag the
+# operator can produce.
+GENERIC_TARGETS = {"features": [{"name": UNSAFE_ALLOW_GENERIC_TARGETS, "enabled": "true"}]}
+SPECS: tuple[tuple[dict[str, Any], dict[str, Any] | None], ...] = (
+    ({}, None),
+    ({"appConfig": {"operatingNamespace": "team-a", "logLevel": 5}}, None),
+    ({}, GENERIC_TARGETS),
+    ({"appConfig": {"certManagerConfig": {"enabled": "true", "issuerRef": {"name": "ca"}}}},
+     None),
     # componentConfigs: every tuning flag, and the cert-controller's leader election.
-    {"controllerConfig": {"componentConfigs": [
+    ({"controllerConfig": {"componentConfigs": [
         {"componentName": "ExternalSecretsCoreController",
          "tuning": {"concurrent": 4, "clientQPS": 100, "clientBurst": 200,
                     "enableSecretsCaching": "true", "enableConfigMapsCaching": "true",
                     "enableManagedSecretsCaching": "false", "storeRequeueInterval": "90s"}},
-        {"componentName": "CertController", "deploymentConfigs": {"replicas": 2}}]}},
+        {"componentName": "CertController", "deploymentConfigs": {"replicas": 2}}]}}, None),
 )
 
 
@@ -49,9 +53,10 @@ def rendered_flags() -> dict[str, set[str]]:
     """Flag names by subcommand, over every operand container of every spec above."""
     flags: dict[str, set[str]] = {}
     environment = OperatorEnvironment.from_environ({})
-    for spec in SPECS:
-        config = effective_config(ExternalSecretsConfigSpec.model_validate(spec), None,
-                                  environment)
+    for esc, esm in SPECS:
+        config = effective_config(ExternalSecretsConfigSpec.model_validate(esc),
+                                  ExternalSecretsManagerSpec.model_validate(esm)
+                                  if esm is not None else None, environment)
         for obj in render_operand(config).objects():
             if obj["kind"] != "Deployment":
                 continue
@@ -81,7 +86,7 @@ def rendered() -> dict[str, set[str]]:
     flags = rendered_flags()
     assert set(flags) == {"", "webhook", "certcontroller"}, flags
     assert {"namespace", "enable-cluster-store-reconciler", "client-qps",
-            "store-requeue-interval"} <= flags[""]
+            "store-requeue-interval", "unsafe-allow-generic-targets"} <= flags[""]
     assert "enable-leader-election" in flags["certcontroller"]
     assert {"check-interval", "lookahead-interval"} <= flags["webhook"]
     return flags

@@ -75,7 +75,8 @@ def test_the_status_lists_each_override_with_its_field() -> None:
     ("ExternalSecretsCoreController", "--metrics-secure=true", "--metrics-secure cannot be "
      "overridden: the ServiceMonitor and the NetworkPolicy expect plain HTTP metrics"),
     ("ExternalSecretsCoreController", "--unsafe-allow-generic-targets=true",
-     "--unsafe-allow-generic-targets cannot be overridden: it lets ExternalSecrets write"),
+     "--unsafe-allow-generic-targets is set by the operator (use the ExternalSecretsManager's "
+     "feature UnsafeAllowGenericTargets"),
 ])
 def test_a_refused_override_is_a_config_error_naming_the_entry_and_the_fix(
         component: str, arg: str, problem: str) -> None:
