@@ -20,7 +20,7 @@ from manager.client.credentials import CredentialsError
 
 # The subcommands, in the order `--help` lists them; each is the module of its name.
 SUBCOMMANDS: tuple[str, ...] = ("run", "generate", "render", "plan", "bundle", "uninstall",
-                                "gather")
+                                "gather", "convert")
 
 
 CREDENTIALS_HINT = ("credentials come from --kubeconfig, else $KUBECONFIG, else ~/.kube/config, "
