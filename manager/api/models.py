@@ -722,7 +722,8 @@ class ExternalSecretsConfigStatus(ApiModel):
     ] = None
     """conditions holds information of the current state of deployment: Ready (the operand
     runs and serves), Degraded (the administrator must fix something; the message says what
-    and how) and Progressing (work is under way or retried)."""
+    and how) and Progressing (work is under way or retried); and Upgradeable, whether the
+    next operator release may be installed (False says what holds it back and what to do)."""
 
     external_secrets_image: str | None = None
     """externalSecretsImage is the name of the image and the tag used for deploying

@@ -46,6 +46,9 @@ class AnnotatorReport:
     active: bool
     crds: int
     results: tuple[ObjectResult, ...]
+    listed: tuple[tuple[str, str], ...] = ()
+    """(name, resourceVersion) of the operand CRDs as it listed them: the upgrade gate's
+    stored versions reuse that listing (steps/stored_versions.py) instead of a second one."""
 
     def message(self, namespace: str) -> str:
         if not self.active:

@@ -22,6 +22,10 @@ from manager.reporting import summary
 from manager.steps.readiness import Awaited
 
 CONDITION_TYPES = ("Ready", "Degraded", "Progressing")
+"""The conditions every outcome states (Outcome.conditions)."""
+UPGRADEABLE = "Upgradeable"
+"""The upgrade gate's condition, beside them on the ESC (esc_conditions)."""
+CONDITION_MESSAGE_MAX = 32768  # metav1.Condition's bound (models.MetaCondition)
 
 CONTROLLER_ESC = "external-secrets-controller"
 CONTROLLER_ESM = "external-secrets-manager"
@@ -222,12 +226,21 @@ def _awaited(outcome: Outcome) -> list[JsonObject] | None:
             for item in outcome.awaited[:models.AWAITED_MAX_ITEMS]] or None
 
 
+def esc_conditions(outcome: Outcome, upgradeable: Condition | None) -> tuple[Condition, ...]:
+    """The ESC's conditions for a pass: the outcome's, and `Upgradeable` as the upgrade gate
+    decided it (sidetasks/upgrade_gate.py: Gate.condition). None: the pass could not tell,
+    so the stored one stays as it is (merge_conditions keeps what it is not given)."""
+    return outcome.conditions() + ((upgradeable,) if upgradeable is not None else ())
+
+
 def esc_status_update(status: JsonObject, outcome: Outcome, generation: int | None,
-                      fields: Mapping[str, object], now: str) -> JsonObject | None:
-    """A merge patch of `.status` taking the ESC from `status` to `outcome` and `fields`
-    (see esc_fields); None if equal."""
+                      fields: Mapping[str, object], now: str, *,
+                      upgradeable: Condition | None = None) -> JsonObject | None:
+    """A merge patch of `.status` taking the ESC from `status` to `outcome`, `upgradeable`
+    and `fields` (see esc_fields); None if equal."""
     current = status.get("conditions") or []
-    conditions = merge_conditions(current, outcome.conditions(), generation, now)
+    conditions = merge_conditions(current, esc_conditions(outcome, upgradeable), generation,
+                                  now)
     patch: JsonObject = {}
     if _comparable(conditions) != _comparable(current):
         patch["conditions"] = conditions

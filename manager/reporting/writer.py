@@ -26,7 +26,7 @@ from manager.reporting import esm_status, status
 from manager.reporting.esm_status import AnnotatorReport
 from manager.reporting.events import EventRecorder, EventSpec, now_rfc3339
 from manager.reporting.pass_events import Before, pass_events
-from manager.reporting.status import ControllerState, Outcome, OutcomeKind
+from manager.reporting.status import Condition, ControllerState, Outcome, OutcomeKind
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +40,15 @@ class StatusWriter:
         """The effective config of the last pass that applied everything, for the cause an
         Event gives ("replicas 1 -> 3"); None after a removal (what comes back is new)."""
 
-    async def esc(self, esc: JsonObject, outcome: Outcome, fields: Mapping[str, object]) -> None:
-        metrics.record_conditions("ExternalSecretsConfig", "",
-                                  ((c.type, c.status) for c in outcome.conditions()))
+    async def esc(self, esc: JsonObject, outcome: Outcome, fields: Mapping[str, object],
+                  upgradeable: Condition | None = None) -> None:
+        """The ESC's status after a pass: `outcome`, `fields` (status.esc_fields) and the
+        upgrade gate's decision as `upgradeable` (None: the pass could not tell)."""
+        metrics.record_conditions("ExternalSecretsConfig", "", (
+            (c.type, c.status) for c in status.esc_conditions(outcome, upgradeable)))
         patch = status.esc_status_update(esc.get("status") or {}, outcome,
                                          esc["metadata"].get("generation"), fields,
-                                         now_rfc3339())
+                                         now_rfc3339(), upgradeable=upgradeable)
         if patch is None:
             return
         self._cached(ESC_KIND, await self.kube.merge_patch(

@@ -53,7 +53,9 @@ class CrdAnnotator:
             result = await self._converge(crd, value if enabled else None)
             if result is not None:
                 results.append(result)
-        return AnnotatorReport(enabled, len(crds), tuple(results))
+        listed = tuple((crd["metadata"]["name"], str(crd["metadata"].get("resourceVersion")))
+                       for crd in crds)
+        return AnnotatorReport(enabled, len(crds), tuple(results), listed)
 
     async def _converge(self, crd: JsonObject, value: str | None) -> ObjectResult | None:
         metadata = crd["metadata"]

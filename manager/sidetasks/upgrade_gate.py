@@ -18,6 +18,11 @@ it, and the next release may be the fix. `UpgradeGate` publishes the decision on
 OperatorCondition says otherwise: it watches the object (`watch`), so an edit by someone else
 is answered by the next pass, and a steady pass sends no request; without OLM (no variable,
 or the API not served) it says so once.
+
+The same decision is the ExternalSecretsConfig's `Upgradeable` condition (`Gate.condition`,
+written by the pass's status step), with or without OLM: OLM v1 (ClusterExtension) has no
+OperatorCondition API, and an administrator or a tool sees there what would hold an upgrade
+back.
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ from manager.client.watch_spec import WatchSpec
 from manager.config import EffectiveConfig
 from manager.management import UNMANAGED
 from manager.names import FIELD_MANAGER
+from manager.reporting import summary
 from manager.reporting.events import now_rfc3339
-from manager.reporting.status import Outcome
+from manager.reporting.status import CONDITION_MESSAGE_MAX, UPGRADEABLE, Condition, Outcome
 from manager.steps.removed_providers import StoreOnRemovedProvider, problem
 from manager.steps.stored_versions import StoredVersions, Unserved
 
@@ -44,7 +50,6 @@ OPERATOR_CONDITION_VARIABLE = "OPERATOR_CONDITION_NAME"
 API_VERSION = "operators.coreos.com/v2"
 KIND = "OperatorCondition"
 OPERATOR_CONDITIONS_CRD = "operatorconditions.operators.coreos.com"
-UPGRADEABLE = "Upgradeable"
 UPGRADEABLE_MESSAGE = ("the operand is managed, no overrideArgs are set, every stored "
                        "version of the operand CRDs is served, and no store uses a provider "
                        "the next release's operand no longer has")
@@ -55,6 +60,13 @@ class Gate:
     status: str  # "True" or "False"
     reason: str
     message: str
+
+    @property
+    def condition(self) -> Condition:
+        """The decision as the ESC's `Upgradeable` condition: the same status, reason and
+        message (within a condition's bound) as the OperatorCondition's."""
+        return Condition(UPGRADEABLE, self.status, self.reason,
+                         summary.clip(self.message, CONDITION_MESSAGE_MAX))
 
 
 def decide(outcome: Outcome | None, config: EffectiveConfig | None, state: str,

@@ -13,6 +13,7 @@ metadata only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from manager.client.kube import PARTIAL_METADATA_LIST, JsonObject, Kube
@@ -38,12 +39,11 @@ class StoredVersions:
         self._kube = kube
         self._seen: dict[str, tuple[str, tuple[str, ...]]] = {}  # name -> (rv, unserved)
 
-    async def unserved(self) -> list[Unserved]:
-        listing = await self._kube.list(CRD_COLLECTION, label_selector=OPERAND_CRD_LABEL,
-                                        accept=PARTIAL_METADATA_LIST)
-        current = {item["metadata"]["name"]: str(item["metadata"].get("resourceVersion"))
-                   for item in listing.get("items") or []
-                   if is_operand_crd(item["metadata"]["name"])}
+    async def unserved(self, listed: Mapping[str, str] | None = None) -> list[Unserved]:
+        """The operand CRDs' unserved stored versions; `listed`: their names and
+        resourceVersions as this pass already listed them (the CRD annotator), else they are
+        listed here."""
+        current = dict(listed) if listed is not None else await self._listed()
         for name in set(self._seen) - set(current):
             del self._seen[name]
         for name, version in sorted(current.items()):
@@ -53,3 +53,10 @@ class StoredVersions:
                     self._seen[name] = (version, unserved_versions(crd))
         return [Unserved(name, versions) for name, (_, versions) in sorted(self._seen.items())
                 if versions]
+
+    async def _listed(self) -> dict[str, str]:
+        listing = await self._kube.list(CRD_COLLECTION, label_selector=OPERAND_CRD_LABEL,
+                                        accept=PARTIAL_METADATA_LIST)
+        return {item["metadata"]["name"]: str(item["metadata"].get("resourceVersion"))
+                for item in listing.get("items") or []
+                if is_operand_crd(item["metadata"]["name"])}

@@ -505,11 +505,13 @@ class EscHandle:
 
     async def condition(self, kind: str) -> dict[str, Any] | None:
         """The condition `kind`; every condition read here is checked to fit on one line of
-        `kubectl get esc` (the detail is in status.awaited, status.failure and Events)."""
+        `kubectl get esc` (the detail is in status.awaited, status.failure and Events), but
+        Upgradeable, which carries the upgrade gate's whole message (no column shows it)."""
         esc = await self.get()
         conditions = (esc.get("status") or {}).get("conditions") or []
         for condition in conditions:
-            assert len(condition.get("message", "")) <= CONDITION_MESSAGE_LIMIT, condition
+            if condition["type"] != "Upgradeable":
+                assert len(condition.get("message", "")) <= CONDITION_MESSAGE_LIMIT, condition
         for condition in conditions:
             if condition["type"] == kind:
                 return dict(condition)

@@ -82,8 +82,11 @@ async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operato
     resource = await esc.get()
     generation = resource["metadata"]["generation"]
     conditions = {c["type"]: c for c in resource["status"]["conditions"]}
-    assert set(conditions) == {"Ready", "Degraded", "Progressing"}
+    assert set(conditions) == {"Ready", "Degraded", "Progressing", "Upgradeable"}
     assert conditions["Degraded"]["status"] == "False"
+    # Without OLM too (no OPERATOR_CONDITION_NAME here), the upgrade gate's decision.
+    assert (conditions["Upgradeable"]["status"], conditions["Upgradeable"]["reason"]) == (
+        "True", "AsExpected")
     assert conditions["Progressing"]["status"] == "False"
     assert all(c["observedGeneration"] == generation for c in conditions.values())
     assert namespace in conditions["Ready"]["message"]

@@ -33,7 +33,7 @@ import pytest
 from lupa import lua51
 
 from manager.client.kube import APPLY_PATCH, Kube, install_crds
-from manager.names import FIELD_MANAGER
+from manager.names import CRD_COLLECTION, FIELD_MANAGER
 from manager.paths import REPO_ROOT
 from manager.runtime.operator import load_crds
 from tests.conftest import Cluster
@@ -210,6 +210,26 @@ async def _judge_each_state(kube: Kube, esc: EscHandle, start_operator: StartOpe
     live, esm = await eventually(ready)
     verdicts.expect(live, "Healthy", "Reconciled")
     verdicts.expect(esm, "Healthy", "controllers Ready: 3/3")
+
+    # Not upgradeable (an operand CRD stores a version it no longer serves): a reason to
+    # hold an upgrade, not a health problem. Both stay Healthy.
+    stored = f"{CRD_COLLECTION}/externalsecrets.external-secrets.io/status"
+    await kube.merge_patch(stored, {"status": {"storedVersions": ["v1beta1", "v1"]}},
+                           field_manager="integration-tests")
+    try:
+        async def held() -> tuple[dict[str, Any], dict[str, Any]]:
+            live, esm = await eventually(ready)
+            upgradeable = condition(live, "Upgradeable")
+            assert (upgradeable.get("status"), upgradeable.get("reason")) == (
+                "False", "StoredVersionsNotServed"), live.get("status")
+            return live, esm
+
+        live, esm = await eventually(held)
+        verdicts.expect(live, "Healthy", "Reconciled")
+        verdicts.expect(esm, "Healthy", "controllers Ready: 3/3")
+    finally:
+        await kube.merge_patch(stored, {"status": {"storedVersions": ["v1"]}},
+                               field_manager="integration-tests")
 
     # The ESM's own problem: a feature this operator does not have. The ESC stays Healthy.
     await kube.merge_patch(ESM_PATH, {"spec": {"features": [

@@ -148,6 +148,11 @@ async def test_stores_on_removed_providers_hold_the_gate_and_are_reported(
     await eventually(warned, timeout=30, what="the warning in Ready")
     esm = esm_entries(await kube.request("GET", ESM_PATH))["external-secrets-controller"]
     assert {c["type"]: c["message"] for c in esm["conditions"]}["Ready"] == line
+    # The ESC's Upgradeable says what the gate says (without OLM, the only place).
+    gate = await wait_gate(kube, "False", "RemovedProviderInUse")
+    upgradeable = await esc.condition("Upgradeable") or {}
+    assert (upgradeable.get("status"), upgradeable.get("reason"),
+            upgradeable.get("message")) == (gate["status"], gate["reason"], gate["message"])
 
     async def event() -> None:
         notes = [e["note"] for e in await esc_events(kube, created["metadata"]["uid"])

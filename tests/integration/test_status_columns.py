@@ -205,7 +205,9 @@ async def test_the_status_line_fits_and_status_awaited_lists_what_is_awaited(
     status = await eventually(all_awaited, 60)
     count = len(status["awaited"])
     first = status["awaited"][0]["object"]
-    conditions = {c["type"]: c for c in status["conditions"]}
+    # Upgradeable carries the upgrade gate's whole message, beside these; the ESM's entry
+    # mirrors these three.
+    conditions = {c["type"]: c for c in status["conditions"] if c["type"] != "Upgradeable"}
     for condition in conditions.values():
         assert len(condition["message"]) <= CONDITION_MESSAGE_LIMIT, condition
     for kind in ("Ready", "Progressing"):
@@ -227,4 +229,5 @@ async def test_the_status_line_fits_and_status_awaited_lists_what_is_awaited(
     status = (await esc.get())["status"]
     assert "awaited" not in status
     for condition in status["conditions"]:
-        assert len(condition["message"]) <= CONDITION_MESSAGE_LIMIT, condition
+        if condition["type"] != "Upgradeable":
+            assert len(condition["message"]) <= CONDITION_MESSAGE_LIMIT, condition

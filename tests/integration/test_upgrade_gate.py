@@ -20,13 +20,22 @@ from devcluster import olm
 from manager.client.kube import Kube, install_crds
 from manager.names import CRD_COLLECTION
 from manager.runtime.operator import load_crds
-from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD
-from tests.integration.conftest import ESC_API, EscHandle, OperatorThread, StartOperator, eventually
+from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD, UPGRADEABLE_MESSAGE, decide
+from manager.steps.stored_versions import Unserved
+from tests.integration.conftest import (
+    ESC_API,
+    EscHandle,
+    OperatorThread,
+    StartOperator,
+    eventually,
+    wait_installed,
+)
 
 NAMESPACE = "eso-it-gate"  # where the operator "runs" (POD_NAMESPACE) and OLM's object is
 NAME = "external-secrets-operator.v0.2.0"
 CONDITION = f"/apis/operators.coreos.com/v2/namespaces/{NAMESPACE}/operatorconditions/{NAME}"
 EXTERNAL_SECRETS_CRD = f"{CRD_COLLECTION}/externalsecrets.external-secrets.io"
+CLUSTER_EXTERNAL_SECRETS_CRD = f"{CRD_COLLECTION}/clusterexternalsecrets.external-secrets.io"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -95,6 +104,10 @@ async def test_upgradeable_follows_the_esc_overrides_and_stored_versions(
     entry = await wait_gate(kube, "False", "Unmanaged")
     assert "set it to Managed (or Removed)" in entry["message"], entry
     assert "1 componentConfigs[].overrideArgs are set" in entry["message"], entry
+    # One decision, two places: the ESC's condition says what OLM is told.
+    mirrored = await esc.condition("Upgradeable") or {}
+    assert (mirrored.get("status"), mirrored.get("reason"), mirrored.get("message")) == (
+        entry["status"], entry["reason"], entry["message"]), mirrored
     assert (await esc.get())["status"]["unsupportedOverrides"] == [
         "spec.controllerConfig.componentConfigs[0].overrideArgs "
         "(ExternalSecretsCoreController): --enable-flood-gate=false"]
@@ -177,3 +190,74 @@ async def test_without_olm_nothing_is_asked_and_nothing_repeats(
         "action=upgrade-gate result=not-published reason='OperatorCondition "
         "(operators.coreos.com/v2) is not served'"]
     assert all("retry" not in reasons for reasons in orphan.log.pass_reasons().values())
+
+
+ESC_GATE_OPERAND = "eso-it-gate-esc"
+
+
+async def esc_upgradeable(esc: EscHandle, status: str, reason: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any]:
+        condition = await esc.condition("Upgradeable")
+        assert condition is not None, "no Upgradeable condition yet"
+        assert (condition["status"], condition["reason"]) == (status, reason), condition
+        return condition
+
+    return await eventually(check, timeout=30, what=f"the ESC's Upgradeable {status} ({reason})")
+
+
+def esc_status_writes(operator: OperatorThread) -> list[tuple[str, str]]:
+    return [(m, u) for m, u in operator.log.writes() if u.endswith("/cluster/status")
+            and "externalsecretsconfigs" in u]
+
+
+async def test_without_olm_the_esc_says_upgradeable(
+        kube: Kube, esc: EscHandle, start_operator: StartOperator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """OLM v1 (a ClusterExtension) sets no OPERATOR_CONDITION_NAME and serves no
+    OperatorCondition: the operator still installs the operand, and the gate's decision is
+    the ESC's Upgradeable condition, following the ESC, the operand CRDs' storedVersions (by
+    their watch: no resync in this test) and nothing else, written only when it changes."""
+    monkeypatch.delenv("OPERATOR_CONDITION_NAME", raising=False)
+    operator = await start_operator()
+    await esc.create({"controllerConfig": {"namespace": ESC_GATE_OPERAND}})
+    await wait_installed(esc, ESC_GATE_OPERAND, timeout=120)
+    entry = await esc_upgradeable(esc, "True", "AsExpected")
+    assert entry["message"] == UPGRADEABLE_MESSAGE
+    assert entry["observedGeneration"] == (await esc.get())["metadata"]["generation"]
+    assert not gate_requests(operator)
+    assert gate_lines(operator) == [
+        "action=upgrade-gate result=inactive reason='no OPERATOR_CONDITION_NAME (not "
+        "installed by OLM)'"]
+
+    # A pass that changes nothing writes no status (Upgradeable included).
+    await operator.wait_idle()
+    before, passes = len(esc_status_writes(operator)), operator.passes
+    await kube.merge_patch(f"{ESC_API}/cluster", {"metadata": {"annotations": {
+        "example.com/touched": "1"}}}, field_manager="integration-tests")
+    await operator.wait_woken(passes, "ExternalSecretsConfig")
+    assert esc_status_writes(operator)[before:] == []
+
+    # A stored version the CRD no longer serves: Upgradeable False with what to do, Ready
+    # stays True (nothing is broken today); back to True once the storage is migrated. A CRD
+    # the operand does not depend on, so that only the gate's own watch can start the pass.
+    status = f"{CLUSTER_EXTERNAL_SECRETS_CRD}/status"
+    await kube.merge_patch(status, {"status": {"storedVersions": ["v1beta1", "v1"]}},
+                           field_manager="integration-tests")
+    try:
+        entry = await esc_upgradeable(esc, "False", "StoredVersionsNotServed")
+        assert entry["message"] == decide(None, None, "", [Unserved(
+            "clusterexternalsecrets.external-secrets.io", ("v1beta1",))]).message
+        assert (await esc.condition("Ready") or {}).get("status") == "True"
+    finally:
+        await kube.merge_patch(status, {"status": {"storedVersions": ["v1"]}},
+                               field_manager="integration-tests")
+    flipped = await esc_upgradeable(esc, "True", "AsExpected")
+    assert flipped["lastTransitionTime"] >= entry["lastTransitionTime"]
+
+    # Unmanaged: False, and Managed again: True.
+    await esc.patch_spec({"managementState": "Unmanaged"})
+    entry = await esc_upgradeable(esc, "False", "Unmanaged")
+    assert "set it to Managed (or Removed)" in entry["message"]
+    await esc.patch_spec({"managementState": "Managed"})
+    await esc_upgradeable(esc, "True", "AsExpected")
+    assert not gate_requests(operator)

@@ -15,6 +15,7 @@ from manager.reporting.status import (
     CONTROLLER_CRD_ANNOTATOR,
     CONTROLLER_ESC,
     CONTROLLER_ESM,
+    Condition,
     ControllerState,
     Failure,
     Outcome,
@@ -135,7 +136,8 @@ def test_without_a_generation_no_observed_generation_is_written() -> None:
 
 
 def test_conditions_of_other_writers_are_kept() -> None:
-    foreign = {"type": "Upgradeable", "status": "True", "reason": "AsExpected", "message": "",
+    foreign = {"type": "example.com/Audited", "status": "True", "reason": "AsExpected",
+               "message": "",
                "lastTransitionTime": "2025-01-01T00:00:00Z"}
     merged = merge_conditions([foreign], READY.conditions(), 1, T0)
     assert foreign in merged
@@ -197,7 +199,8 @@ def test_a_status_flip_is_written_with_new_transition_times() -> None:
 
 
 def test_a_foreign_condition_does_not_cause_writes_and_survives_them() -> None:
-    foreign = {"type": "Upgradeable", "status": "True", "reason": "AsExpected", "message": "",
+    foreign = {"type": "example.com/Audited", "status": "True", "reason": "AsExpected",
+               "message": "",
                "lastTransitionTime": "2025-01-01T00:00:00Z"}
     status = written(READY)
     status["conditions"] = [*status["conditions"], foreign]
@@ -205,6 +208,43 @@ def test_a_foreign_condition_does_not_cause_writes_and_survives_them() -> None:
     patch = esc_status_update(status, DEGRADED, 1, IMAGES, T1)
     assert patch is not None
     assert foreign in patch["conditions"]
+
+
+# --- Upgradeable: the upgrade gate's decision beside the outcome -----------------------------
+
+UPGRADEABLE_TRUE = Condition("Upgradeable", "True", "AsExpected", "nothing holds it back")
+NOT_UPGRADEABLE = Condition("Upgradeable", "False", "UnsupportedOverrides",
+                            "1 componentConfigs[].overrideArgs are set; then upgrade")
+
+
+def test_upgradeable_is_written_once_and_moves_its_time_only_when_it_flips() -> None:
+    patch = esc_status_update({}, READY, 1, IMAGES, T0, upgradeable=UPGRADEABLE_TRUE)
+    assert patch is not None
+    assert [c["type"] for c in patch["conditions"]] == [*CONDITION_TYPES, "Upgradeable"]
+    status = status_after({}, patch)
+    assert by_type(status["conditions"])["Upgradeable"] == {
+        "type": "Upgradeable", "status": "True", "reason": "AsExpected",
+        "message": "nothing holds it back", "lastTransitionTime": T0, "observedGeneration": 1}
+    # Steady: the same decision again is no write.
+    assert esc_status_update(status, READY, 1, IMAGES, T1, upgradeable=UPGRADEABLE_TRUE) is None
+    # It flips while Ready stays: only Upgradeable's time moves.
+    patch = esc_status_update(status, READY, 1, IMAGES, T1, upgradeable=NOT_UPGRADEABLE)
+    assert patch is not None
+    conditions = by_type(patch["conditions"])
+    assert (conditions["Upgradeable"]["status"], conditions["Upgradeable"]["reason"],
+            conditions["Upgradeable"]["lastTransitionTime"]) == (
+        "False", "UnsupportedOverrides", T1)
+    assert conditions["Ready"]["lastTransitionTime"] == T0
+
+
+def test_a_pass_that_could_not_decide_keeps_the_stored_upgradeable() -> None:
+    status = status_after({}, esc_status_update({}, READY, 1, IMAGES, T0,
+                                                upgradeable=NOT_UPGRADEABLE))
+    stored = by_type(status["conditions"])["Upgradeable"]
+    assert esc_status_update(status, READY, 1, IMAGES, T1) is None
+    patch = esc_status_update(status, DEGRADED, 1, IMAGES, T1)
+    assert patch is not None
+    assert by_type(patch["conditions"])["Upgradeable"] == stored
 
 
 def test_the_order_of_stored_conditions_does_not_cause_writes() -> None:

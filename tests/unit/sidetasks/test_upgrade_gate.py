@@ -91,3 +91,15 @@ def test_many_stores_are_capped_with_a_count() -> None:
     gate = decide(READY, PLAIN, MANAGED, [], stores)
     assert "team-4/s (alibaba) and 7 more;" in gate.message, gate.message
     assert "team-5/" not in gate.message
+
+
+def test_the_esc_condition_is_the_decision_itself() -> None:
+    """The ESC's Upgradeable (OLM v1 has no OperatorCondition) says what OLM v0 is told: one
+    decision, two places; a message too long for a condition is cut, never dropped."""
+    gate = decide(READY, OVERRIDDEN, MANAGED, [])
+    condition = gate.condition
+    assert (condition.type, condition.status, condition.reason, condition.message) == (
+        "Upgradeable", gate.status, gate.reason, gate.message)
+    huge = Gate("False", "StoredVersionsNotServed", "x" * 40000)
+    assert len(huge.condition.message) == 32768
+    assert huge.condition.message.startswith("x" * 100)

@@ -23,6 +23,7 @@ local function said(condition)
 end
 
 -- The generation of the first condition written for an older spec than the object's, if any.
+-- Only the three conditions health is made of: Upgradeable (the upgrade gate) is no health.
 local function stale(conditions, generation)
   if generation == nil then
     return nil
