@@ -50,6 +50,14 @@ WEBHOOK_CERTIFICATE: Final = "external-secrets-webhook"
 WEBHOOK_SECRET: Final = "external-secrets-webhook"  # noqa: S105
 WEBHOOK_SECRET_CERT_MANAGER: Final = "external-secrets-webhook-cm"  # noqa: S105
 
+# OpenShift's console (Observe > Dashboards) shows the Grafana dashboard of every ConfigMap
+# labelled console.openshift.io/dashboard=true in openshift-config-managed: the namespace and
+# the label are the console's convention, the ConfigMap of that name is the operator's
+# (OperandMonitoring on, manager/render/dashboard.py).
+CONSOLE_DASHBOARDS_NAMESPACE: Final = "openshift-config-managed"
+CONSOLE_DASHBOARD_LABEL: Final = "console.openshift.io/dashboard"
+DASHBOARD_CONFIGMAP: Final = "external-secrets-operator-dashboard"
+
 # The operand's CRDs: found by their label, told apart from other CRDs of that label by group.
 OPERAND_CRD_LABEL: Final = "external-secrets.io/component=controller"
 OPERAND_CRD_GROUPS: Final = frozenset({"external-secrets.io", "generators.external-secrets.io"})

@@ -183,6 +183,11 @@ class MonitoringSettings(_Frozen):
     monitoring does not. It decides which namespace the NetworkPolicies admit to the metrics
     ports, whether the feature is on or not."""
 
+    console_dashboards: bool = False
+    """A cluster fact: the namespace openshift-config-managed exists (OpenShift), where the
+    console reads dashboards, so the operand's dashboard is rendered there. Read only while
+    the feature is on and its API served."""
+
     @property
     def active(self) -> bool:
         return self.enabled and self.served

@@ -11,6 +11,7 @@ from typing import Any
 from manager.olm import descriptors, identity, samples
 from manager.olm.crds import Crd
 from manager.olm.descriptors import OwnedKind
+from manager.olm.icon import ICON_SVG
 from manager.olm.identity import RelatedImages
 from manager.olm.rbac import OperatorPermissions
 
@@ -68,16 +69,6 @@ _UNINSTALL_MESSAGE = (
     "app.kubernetes.io/managed-by=external-secrets-operator (or run "
     "`python -m manager uninstall --operand`)."
 )
-
-# A padlock, drawn for this project.
-_ICON_SVG = """\
-<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">\
-<rect width="64" height="64" rx="12" fill="#1f4e79"/>\
-<path d="M22 28v-6a10 10 0 0 1 20 0v6" fill="none" stroke="#fff" stroke-width="5"/>\
-<rect x="16" y="28" width="32" height="24" rx="4" fill="#fff"/>\
-<circle cx="32" cy="38" r="4" fill="#1f4e79"/>\
-<rect x="30" y="40" width="4" height="7" fill="#1f4e79"/>\
-</svg>"""
 
 
 def owned_entry(crd: Crd, kind: OwnedKind) -> dict[str, Any]:
@@ -195,7 +186,7 @@ def cluster_service_version(*, deployment: dict[str, Any], permissions: Operator
                              "email": "maintainers@external-secrets-operator.invalid"}],
             "links": [{"name": "external-secrets documentation",
                        "url": "https://external-secrets.io"}],
-            "icon": [{"base64data": base64.b64encode(_ICON_SVG.encode()).decode(),
+            "icon": [{"base64data": base64.b64encode(ICON_SVG.encode()).decode(),
                       "mediatype": "image/svg+xml"}],
             "installModes": [
                 {"type": mode, "supported": mode == "AllNamespaces"}

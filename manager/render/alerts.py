@@ -47,6 +47,7 @@ firing and not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from manager.config import EffectiveConfig
@@ -117,7 +118,7 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
             "; kubectl get esc cluster -o wide (the operator's view)."),
         _alert(
             "ExternalSecretSyncFailing",
-            f"max by (namespace, name) ({_own_namespace(not_ready, namespace)}) == 1",
+            f"max by (namespace, name) ({own_namespace(not_ready, namespace)}) == 1",
             "15m", "warning",
             "ExternalSecret {{ $labels.namespace }}/{{ $labels.name }} fails to sync",
             "ExternalSecret {{ $labels.namespace }}/{{ $labels.name }} has not been Ready for "
@@ -128,15 +129,19 @@ def operand_alerts(config: EffectiveConfig) -> list[dict[str, Any]]:
     ]
 
 
-def _own_namespace(selector: str, scraped_in: str) -> str:
+def own_namespace(selector: str, scraped_in: str,
+                  around: Callable[[str], str] = lambda series: series) -> str:
     """`selector` (without its closing brace) with `namespace` set to the namespace the
     series' object is in: `exported_namespace` where the scraper moved it there (user-workload
     monitoring; then `namespace` is the one the series was scraped in, which must be
     `scraped_in`, so that another operand's series are not ours even where no namespace is
-    enforced), else `namespace` itself (honorLabels kept it)."""
-    moved = (f'label_replace({selector}, namespace="{scraped_in}", exported_namespace!=""}}, '
+    enforced), else `namespace` itself (honorLabels kept it). `around` wraps each of the two
+    selectors (`rate(...[5m])` for a counter: the dashboard's panels)."""
+    moved_series = around(f'{selector}, namespace="{scraped_in}", exported_namespace!=""}}')
+    kept_series = around(f'{selector}, exported_namespace=""}}')
+    moved = (f'label_replace({moved_series}, '
              '"namespace", "$1", "exported_namespace", "(.+)")')
-    return f'{moved} or {selector}, exported_namespace=""}}'
+    return f"{moved} or {kept_series}"
 
 
 def operator_alerts(namespace: str) -> list[dict[str, Any]]:

@@ -44,6 +44,9 @@ together; the controller prunes managed objects of a disabled component.
                            webhook, PrometheusRule external-secrets         on, and served
     monitoring-cert-controller
                            ServiceMonitor of the cert-controller            both of the above
+    console-dashboard      ConfigMap external-secrets-operator-dashboard    monitoring, and the
+                           in openshift-config-managed: the operand's       namespace exists
+                           dashboard in OpenShift's console                 (OpenShift)
 """
 
 from __future__ import annotations
@@ -75,13 +78,15 @@ PROXY_CA: Final = "proxy-ca"
 DISRUPTION_BUDGET: Final = "disruption-budget"
 MONITORING: Final = "monitoring"
 MONITORING_CERT_CONTROLLER: Final = "monitoring-cert-controller"
+CONSOLE_DASHBOARD: Final = "console-dashboard"
 
 # Every component, in the order the state lists them.
 COMPONENTS: Final = (NAMESPACE, CONTROLLER, CONTROLLER_CLUSTER_RBAC, CONTROLLER_NAMESPACE_RBAC,
                      GENERIC_TARGETS_CLUSTER_RBAC, GENERIC_TARGETS_NAMESPACE_RBAC, WEBHOOK,
                      CERT_CONTROLLER, WEBHOOK_CERTIFICATE, BITWARDEN,
                      BITWARDEN_CERTIFICATE, NETWORK_POLICY, PROVIDER_EGRESS, PROXY_CA,
-                     DISRUPTION_BUDGET, MONITORING, MONITORING_CERT_CONTROLLER)
+                     DISRUPTION_BUDGET, MONITORING, MONITORING_CERT_CONTROLLER,
+                     CONSOLE_DASHBOARD)
 
 # app.kubernetes.io/name of each component's objects (and pods).
 CONTROLLER_APP: Final = CONTROLLER_DEPLOYMENT
@@ -106,6 +111,7 @@ APP_NAMES: Final = {
     DISRUPTION_BUDGET: CONTROLLER_APP,  # each budget takes the labels of its own component
     MONITORING: CONTROLLER_APP,
     MONITORING_CERT_CONTROLLER: CERT_CONTROLLER_APP,
+    CONSOLE_DASHBOARD: CONTROLLER_APP,
 }
 
 # The component of each workload's Deployment, and back.
@@ -146,4 +152,6 @@ def enabled_components(config: EffectiveConfig) -> tuple[str, ...]:
         enabled.add(MONITORING)
         if not config.cert_manager.enabled:
             enabled.add(MONITORING_CERT_CONTROLLER)
+        if config.monitoring.console_dashboards:  # OpenShift's console reads it there
+            enabled.add(CONSOLE_DASHBOARD)
     return tuple(component for component in COMPONENTS if component in enabled)

@@ -17,7 +17,8 @@ manifests/operand/README.md):
     deployment.{replicas, revision_history_limit, leader_election},
     controller_args (the controller's tuning flags), concurrent,
     generic_targets (the controller's --unsafe-allow-generic-targets),
-    disruption_budget.{name, max_unavailable, min_available} (disruption-budget only)
+    disruption_budget.{name, max_unavailable, min_available} (disruption-budget only),
+    dashboard.{name, namespace, labels, data} (console-dashboard only)
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from manager.render.components import (
     BITWARDEN_CERTIFICATE,
     CERT_CONTROLLER_APP,
     COMPONENT_WORKLOADS,
+    CONSOLE_DASHBOARD,
     CONTROLLER,
     CONTROLLER_APP,
     DISRUPTION_BUDGET,
@@ -56,6 +58,7 @@ from manager.render.components import (
     WORKLOAD_COMPONENTS,
     budgeted_workloads,
 )
+from manager.render.dashboard import dashboard_context
 from manager.tls_profile import webhook_tls_args
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
@@ -239,7 +242,11 @@ def loaded_content_annotations(config: EffectiveConfig, workload: str | None,
 def component_contexts(config: EffectiveConfig, component: str) -> list[dict[str, Any]]:
     """The contexts a component's templates render with: one, except for provider-egress,
     which renders its template once per egress policy, as the policy's own component, and
-    disruption-budget, once per workload with a budget, as that workload's component."""
+    disruption-budget, once per workload with a budget, as that workload's component. The
+    console-dashboard's context alone carries the dashboard (built for it only)."""
+    if component == CONSOLE_DASHBOARD:
+        return [{**template_context(config, component),
+                 "dashboard": dashboard_context(config)}]
     if component == DISRUPTION_BUDGET:
         enabled = set(WORKLOAD_COMPONENTS.values())
         contexts = []

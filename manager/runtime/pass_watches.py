@@ -9,6 +9,7 @@ from manager.client.watch_spec import WatchSpec
 from manager.config import EffectiveConfig
 from manager.names import CRD_API_VERSION, CRD_KIND, OPERAND_CRD_LABEL
 from manager.render.state import renderable_kinds
+from manager.sidetasks.console_quickstart import QUICKSTART_CRD_WATCH
 from manager.steps.preflight import CERT_MANAGER_CRDS, MONITORING_CRDS, crd_watch
 
 # Kinds whose status decides Ready (readiness.py): watched whole, so status changes count.
@@ -40,11 +41,13 @@ OPERAND_CRD_CHANGES = WatchSpec(CRD_API_VERSION, CRD_KIND, label_selector=OPERAN
 CHILD_CRD_WATCHES = frozenset(
     {crd_watch(CERT_MANAGER_CRDS[kind])
      for _, kind in renderable_kinds() if kind in CERT_MANAGER_CRDS}
-    | {crd_watch(name) for name in MONITORING_CRDS})
+    | {crd_watch(name) for name in MONITORING_CRDS} | {QUICKSTART_CRD_WATCH})
 """The CRDs of the child kinds add-ons serve (cert-manager's Certificate, the Prometheus
-Operator's ServiceMonitor and PrometheusRule): their arrival ends the wait of those kinds'
-child watches, and until then they vouch that the kinds are absent, so that neither those
-watches nor a pass asks discovery about them (apply/discovery.py)."""
+Operator's ServiceMonitor and PrometheusRule) and of the console's ConsoleQuickStart (the
+operator's tour, sidetasks/console_quickstart.py): their arrival ends the wait of those
+kinds' child watches, or applies the tour, and until then they vouch that the kinds are
+absent, so that neither those watches nor a pass asks discovery about them
+(apply/discovery.py)."""
 
 
 def operand_crd_watch(config: EffectiveConfig) -> set[WatchSpec]:

@@ -69,10 +69,11 @@ from manager.reporting.outcomes import (
 from manager.reporting.status import Outcome, OutcomeKind
 from manager.reporting.writer import StatusWriter
 from manager.runtime.pass_watches import OPERAND_CRD_CHANGES, operand_crd_watch, operand_pod_watch
+from manager.sidetasks.console_quickstart import ConsoleQuickStart
 from manager.sidetasks.crd_annotator import CrdAnnotator
 from manager.sidetasks.esm_default import ensure_esm
 from manager.sidetasks.operator_monitoring import MonitoringReport, OperatorMonitoring
-from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD, UpgradeGate, decide
+from manager.sidetasks.upgrade_gate import OPERATOR_CONDITIONS_CRD, Gate, UpgradeGate, decide
 from manager.steps import pass_decision, readiness
 from manager.steps.facts import ClusterFacts
 from manager.steps.observe import observe, read_singleton
@@ -153,6 +154,7 @@ class Reconciler:
                                 environment.own_namespace)
         self.operator_monitoring = OperatorMonitoring(kube, discovery,
                                                       environment.own_namespace)
+        self.quickstart = ConsoleQuickStart(kube, discovery)
         self.operand = OperandReadiness(kube)
         self.removed_providers = RemovedProviders(kube, discovery, cache)
         self.status = StatusWriter(kube, cache, events)
@@ -164,13 +166,16 @@ class Reconciler:
     async def run_pass(self) -> PassReport:
         esm = await self.ensure_esm()
         monitoring_failed = await self._reconcile_operator_monitoring(esm)
+        monitoring_failed |= await self._reconcile_quickstart()  # both side tasks: a retry
         esc = await read_singleton(self.kube, self.cache, ESC_KIND, ESC_PATH)
         if esc is None or esc["metadata"].get("deletionTimestamp"):
             await self.status.no_esc(esc, esm, self._managing_uid, self._feature_note())
             self._managing_uid = None
             metrics.record_webhook_certificate(None)
-            stores = await self._removed_provider_stores() if self.gate.active else []
-            gate_failed = await self._publish_gate(None, None, "", stores)
+            gate_failed = False
+            if self.gate.active:  # no ESC to tell: only OLM's OperatorCondition
+                gate = await self._gate(None, None, "", await self._removed_provider_stores())
+                gate_failed = await self._publish_gate(gate)
             return PassReport(None, self._gate_watches(), tls_profile=await
                               self.facts.tls_profile(), gate_failed=gate_failed,
                               monitoring_failed=monitoring_failed)
@@ -181,14 +186,20 @@ class Reconciler:
                   else await self._converge(esc, esm))
         config, stores = branch.config, await self._removed_provider_stores()
         outcome = with_removed_providers(branch.outcome, stores or ())
-        await self.status.esc(esc, outcome, status.esc_fields(config, outcome))
+        listed = (dict(branch.annotator.listed) if isinstance(branch.annotator, AnnotatorReport)
+                  else None)
+        gate = await self._gate(outcome, config, state, stores, listed)
+        await self.status.esc(esc, outcome, status.esc_fields(config, outcome),
+                              gate.condition if gate else None)
         await self.status.esm(esm, esc, outcome, branch.annotator, config,
                               feature_note=self._feature_note(config))
         await self.status.pass_events(esc, outcome, branch.writes, config, branch.cause)
         metrics.record_writes((result.action.value, result.ref.kind) for result in branch.writes)
-        gate_failed = await self._publish_gate(outcome, config, state, stores)
+        gate_failed = await self._publish_gate(gate) or gate is None
         profile = config.tls_profile if config else await self.facts.tls_profile()
-        return PassReport(outcome, branch.watches | self._gate_watches()
+        # The ESC's Upgradeable follows the operand CRDs' storedVersions and the stores'
+        # providers, with OLM or without.
+        return PassReport(outcome, branch.watches | self._gate_watches() | {OPERAND_CRD_CHANGES}
                           | self.removed_providers.watches(), branch.writes,
                           isinstance(branch.annotator, ApiError),
                           _recheck_in(config, branch.recheck_at), profile,
@@ -212,6 +223,17 @@ class Reconciler:
             return True
         return False
 
+    async def _reconcile_quickstart(self) -> bool:
+        """The operator's ConsoleQuickStart where the console serves the kind
+        (console_quickstart.py); whether that failed (the pass is then retried)."""
+        try:
+            await self.quickstart.reconcile()
+        except ApiError as error:
+            logger.warning("action=console-quickstart result=error error=%r", str(error))
+            self._forget_apis(error)
+            return True
+        return False
+
     async def _removed_provider_stores(self) -> list[StoreOnRemovedProvider] | None:
         """The stores on a provider the next operand release no longer has
         (steps/removed_providers.py); None when they could not be read."""
@@ -222,19 +244,32 @@ class Reconciler:
             self._forget_apis(error)
             return None
 
-    async def _publish_gate(self, outcome: Outcome | None, config: EffectiveConfig | None,
-                            state: str, stores: Sequence[StoreOnRemovedProvider] | None,
-                            ) -> bool:
-        """Tell OLM whether the operator may be upgraded (upgrade_gate.py); whether that
-        failed (the pass is then retried). `stores` None: they could not be read, so what
-        the gate said stands until a retry can tell."""
+    async def _gate(self, outcome: Outcome | None, config: EffectiveConfig | None, state: str,
+                    stores: Sequence[StoreOnRemovedProvider] | None,
+                    listed: dict[str, str] | None = None) -> Gate | None:
+        """Whether the operator may be upgraded (upgrade_gate.decide), for the ESC's status
+        and OLM's OperatorCondition alike; None when what it depends on could not be read
+        (`stores` None, or the operand CRDs): what was said stands until a retry can tell.
+        `listed`: the operand CRDs as the CRD annotator listed them in this pass."""
+        if stores is None:
+            return None
+        try:
+            unserved = await self.gate.stored_versions.unserved(listed)
+        except ApiError as error:
+            logger.warning("action=upgrade-gate result=error error=%r", str(error))
+            self._forget_apis(error)
+            return None
+        return decide(outcome, config, state, unserved, stores)
+
+    async def _publish_gate(self, gate: Gate | None) -> bool:
+        """Tell OLM the decision, where OLM asked for it (upgrade_gate.py); whether that
+        failed (the pass is then retried)."""
         if not self.gate.active:
             return False
-        if stores is None:
+        if gate is None:
             return True
         try:
-            unserved = await self.gate.stored_versions.unserved()
-            await self.gate.publish(decide(outcome, config, state, unserved, stores))
+            await self.gate.publish(gate)
         except ApiError:  # logged once by the gate
             return True
         return False

@@ -5,7 +5,11 @@ Monitoring: with the OperandMonitoring feature on, whether the API server serves
 ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) right now; a CRD watch
 (preflight.dependency_watches) starts a pass when they arrive or go, so no restart is needed.
 Always: whether the operand namespace carries openshift.io/cluster-monitoring=true, which
-decides which Prometheus the NetworkPolicies admit (render/alerts.metrics_scrapers).
+decides which Prometheus the NetworkPolicies admit (render/alerts.metrics_scrapers). With
+the feature on and its API served: whether the namespace openshift-config-managed exists
+(OpenShift, whose console reads dashboards there: render/dashboard.py), one metadata read
+per pass; a watch of that namespace by name (preflight.dependency_watches) starts a pass
+when it comes or goes.
 
 The CA bundle: with cert-manager on, the operator takes the CA that cert-manager published
 with the issued certificate (`ca.crt` of the Certificate's Secret) and renders it into the
@@ -52,7 +56,12 @@ from manager.apply.results import ObjectRef
 from manager.client.kube import PARTIAL_METADATA, JsonObject, Kube
 from manager.client.watch_spec import WatchSpec
 from manager.config import EffectiveConfig, LoadedSource, with_api_server_addresses
-from manager.names import DEPLOYMENT_NAMES, WEBHOOK_SECRET, WEBHOOK_SECRET_CERT_MANAGER
+from manager.names import (
+    CONSOLE_DASHBOARDS_NAMESPACE,
+    DEPLOYMENT_NAMES,
+    WEBHOOK_SECRET,
+    WEBHOOK_SECRET_CERT_MANAGER,
+)
 from manager.render.alerts import CLUSTER_MONITORING_LABEL
 from manager.render.context import TRUSTED_CA_CONFIGMAP, WEBHOOK_CONFIGURATIONS
 from manager.steps import ca_overlap
@@ -212,8 +221,17 @@ class ClusterFacts:
         if config.monitoring.enabled:
             facts["served"] = all([await self.discovery.resolve(MONITORING_API, kind) is not None
                                    for kind in MONITORING_KINDS])
+            if facts["served"]:
+                facts["console_dashboards"] = await self._console_dashboards()
         return config.model_copy(update={
             "monitoring": config.monitoring.model_copy(update=facts)})
+
+    async def _console_dashboards(self) -> bool:
+        """Whether the console's dashboards namespace exists and is not being deleted (no
+        ConfigMap can be created in a terminating namespace)."""
+        live = await self.kube.get(f"/api/v1/namespaces/{CONSOLE_DASHBOARDS_NAMESPACE}",
+                                   accept=PARTIAL_METADATA)
+        return live is not None and not (live.get("metadata") or {}).get("deletionTimestamp")
 
     async def _platform_scraped(self, namespace: str) -> bool:
         """Whether the operand namespace is labelled for OpenShift's platform monitoring:

@@ -23,6 +23,7 @@ from manager.client.watch_spec import WatchSpec
 from manager.config import ESC_APP, EffectiveConfig, TrustedCA
 from manager.errors import PassError
 from manager.names import (
+    CONSOLE_DASHBOARDS_NAMESPACE,
     CRD_API_VERSION,
     CRD_KIND,
     DEPLOYMENT_NAMES,
@@ -283,6 +284,9 @@ def dependency_watches(config: EffectiveConfig) -> set[WatchSpec]:
                             field_selector=f"metadata.name={WEBHOOK_SECRET_CERT_MANAGER}"))
     if config.monitoring.enabled:  # their arrival (or removal) changes what is rendered
         specs.update(crd_watch(name) for name in MONITORING_CRDS)
+        # so does the console's dashboards namespace (facts.py, render/dashboard.py)
+        specs.add(WatchSpec("v1", "Namespace",
+                            field_selector=f"metadata.name={CONSOLE_DASHBOARDS_NAMESPACE}"))
     if config.operating_namespace is not None:
         specs.add(WatchSpec("v1", "Namespace",
                             field_selector=f"metadata.name={config.operating_namespace}"))

@@ -27,7 +27,10 @@ Safety rules, each enforced here:
   so `execute_uninstall` refuses unless forced;
 - limited to one namespace (`--namespace`), it keeps the cluster-scoped objects while
   another operand namespace uses them (the ExternalSecretsConfig's, or one where our
-  Deployments still run): their names are the same for every operand namespace.
+  Deployments still run): their names are the same for every operand namespace. So are
+  those of the namespaced objects rendered outside any operand namespace (`SHARED_PLACES`:
+  the console's dashboard in openshift-config-managed), which a plan limited to a namespace
+  includes too, and keeps on the same terms.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from manager.apply.prune import MANAGED_SELECTOR, owned_by_us
 from manager.client.kube import PARTIAL_METADATA, PARTIAL_METADATA_LIST, ApiError, JsonObject, Kube
 from manager.management import MANAGED, management_state
 from manager.names import (
+    CONSOLE_DASHBOARDS_NAMESPACE,
     DEFAULT_OPERAND_NAMESPACE,
     ESC_KIND,
     ESC_PATH,
@@ -67,6 +71,9 @@ FOREIGN_CONTENT_KINDS = (
 USER_API_GROUPS = ("external-secrets.io", "generators.external-secrets.io")
 # Created in every namespace by Kubernetes and OpenShift themselves.
 AUTOMATIC_CONFIGMAPS = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
+# Where the operator renders namespaced objects outside the operand namespace, under names
+# the same for every operand namespace: the console's dashboard (render/dashboard.py).
+SHARED_PLACES: dict[tuple[str, str], str] = {("v1", "ConfigMap"): CONSOLE_DASHBOARDS_NAMESPACE}
 SERVICE_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
 NAMESPACE_KEPT = ("the operator does not delete namespaces; `kubectl delete namespace` (it also "
                   "deletes every Secret in it) or `python -m manager uninstall --operand --yes` "
@@ -175,9 +182,10 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None, *,
         resource = await discovery.resolve(api_version, kind)
         if resource is None:  # the API is not served here, so nothing of it exists
             continue
-        found, refused = await _list_ours(kube, resource, namespace)
-        objects.extend(found)
-        kept.extend(refused)
+        for place in _places(namespace, (api_version, kind)):
+            found, refused = await _list_ours(kube, resource, place)
+            objects.extend(found)
+            kept.extend(refused)
     listed = {candidate.ref for candidate in objects}
     issued = [c for c in await _issued_secrets(kube, discovery, objects) if c.ref not in listed]
     issued_refs = {candidate.ref for candidate in issued}
@@ -186,11 +194,12 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None, *,
     if explicit is not None:
         others = await _other_operands(kube, discovery, explicit, esc)
         if others:
-            shared = [c for c in objects if not c.resource.namespaced]
-            objects = [c for c in objects if c.resource.namespaced]
+            shared = [c for c in objects if _shared(c, explicit)]
+            objects = [c for c in objects if not _shared(c, explicit)]
             kept.extend(Kept(c.ref, f"the operand in namespace {', '.join(sorted(others))} "
-                             "uses it (cluster-scoped objects are shared by every operand "
-                             "namespace); uninstall that operand to remove it") for c in shared)
+                             "uses it (cluster-scoped objects and the console's dashboard are "
+                             "shared by every operand namespace); uninstall that operand to "
+                             "remove it") for c in shared)
     doomed: list[Candidate] = []
     namespace_resource = await discovery.require("v1", "Namespace")
     ours, refused = await _list_ours(kube, namespace_resource, None)
@@ -210,6 +219,22 @@ async def plan_uninstall(kube: Kube, namespace: str | None = None, *,
             doomed.append(candidate)
     return UninstallPlan(namespace, esc is not None, tuple(objects), tuple(doomed),
                          tuple(kept), esc is not None and management_state(esc) == MANAGED)
+
+
+def _places(namespace: str | None, kind: tuple[str, str]) -> list[str | None]:
+    """Where to list our objects of `kind` for a plan limited to `namespace` (None: every
+    namespace): there, and where the operator renders that kind for every operand."""
+    shared = SHARED_PLACES.get(kind)
+    if namespace is None or shared is None or shared == namespace:
+        return [namespace]
+    return [namespace, shared]
+
+
+def _shared(candidate: Candidate, namespace: str) -> bool:
+    """The object is the same for every operand namespace, not `namespace`'s alone."""
+    place = SHARED_PLACES.get((candidate.ref.api_version, candidate.ref.kind))
+    return not candidate.resource.namespaced or (
+        candidate.ref.namespace == place and place != namespace)
 
 
 async def _other_operands(kube: Kube, discovery: Discovery, namespace: str,

@@ -17,14 +17,14 @@ entry that replaces the previous one, with a skipRange), as a new catalog image 
 
 The admission and sync samplers of the disruption suite (tests/disruption/figures.py) run
 around each upgrade, which ends when the operand is whole and the ESC Ready again: refused
-admissions, the sync gap, how long Ready was not True. The OLM upgrade from the previous
-release cannot run two webhook replicas (the previous release has no setting for them), so
-two more upgrades follow on the same cluster, with two webhook replicas and their
-PodDisruptionBudget, each to a release rebuilt from the current tree at a higher version
-(devcluster/catalog.py `rebuild`), so both are real OLM upgrades that replace the operator's
-pod: one where no operand Deployment changes (only the version differs), and one whose CSV
-names a rebuilt operand image (by digest), so every operand Deployment rolls. With two
-replicas no admission may be refused.
+admissions, the sync gap, how long Ready was not True. The upgrade from the previous release
+runs two webhook replicas and their PodDisruptionBudget, so no admission may be refused
+(test_upgrade_image.py upgrades with one replica and measures the refusals). Two more
+upgrades follow on the same cluster, each to a release rebuilt from the current tree at a
+higher version (devcluster/catalog.py `rebuild`), so both are real OLM upgrades that replace
+the operator's pod: one where no operand Deployment changes (only the version differs), and
+one whose CSV names a rebuilt operand image (by digest), so every operand Deployment rolls.
+With two replicas no admission may be refused.
 
 Run with `-s` to see the timeline, the checks and the figures.
 """
@@ -114,9 +114,13 @@ async def test_olm_upgrades_the_previous_release_in_place(
     await cluster.subscribe(previous)
     cluster.mark("Subscription created")
     await configured(cluster, previous)
+    # Two webhook replicas and their budget on the previous release (0.2.0 has the setting):
+    # then no admission may be refused (test_upgrade_image.py measures one replica).
+    await two_webhook_replicas(cluster)
+    cluster.mark("two webhook replicas and their budget")
     # The catalog gains the current release.
     upgrade = await cluster.build_catalog(previous_source, REPO_ROOT)
-    await upgraded_and_judged(cluster, previous_release, previous, upgrade)
+    await upgraded_and_judged(cluster, previous_release, previous, upgrade, webhooks=2)
 
 
 async def configured(cluster: OlmCluster, previous: catalog.Release) -> None:
@@ -132,10 +136,13 @@ async def configured(cluster: OlmCluster, previous: catalog.Release) -> None:
 
 async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, Path],
                               previous: catalog.Release, upgrade: Catalog,
-                              image: str | None = None) -> catalog.Release:
+                              *, image: str | None = None, webhooks: int = 1,
+                              ) -> catalog.Release:
     """Serve `upgrade` (the catalog that adds the current release; from its catalog `image`
     if given) with the samplers watching, until OLM has upgraded `previous` in place; judge
-    the operator, the operand and the user's objects. The current release."""
+    the operator, the operand and the user's objects. With two `webhooks` replicas (and
+    their budget) no admission may be refused; with one, the refusals are measured. The
+    current release."""
     tag, previous_source = previous_release
     kube = cluster.kube
     current = upgrade.releases[-1]
@@ -164,8 +171,12 @@ async def upgraded_and_judged(cluster: OlmCluster, previous_release: tuple[str, 
                                kind=Kind.OLM_UPGRADE_NEW_CONTROLLER if rolls
                                else Kind.OLM_UPGRADE) as notes:
                 await upgrade_through_olm(cluster, previous, current, upgrade, notes, image=image)
-                notes.append(f"{tag} has no webhook replicas setting: one replica")
-            print(f"FIGURES   1 replica: measured, not bounded; {admissions_refused()} refused")
+                notes.append(f"{webhooks} webhook replica{'s' if webhooks > 1 else ''}")
+            if webhooks > 1:
+                assert_no_admission_refused()
+            else:
+                print(f"FIGURES   1 replica: measured, not bounded; {admissions_refused()} "
+                      "refused")
             esc_after = await ready_for_current_generation(kube)
             cluster.mark("ExternalSecretsConfig Ready=True after the upgrade")
             after = await settled(kube)

@@ -130,7 +130,7 @@ async def test_olm_upgrades_the_previous_release_from_images(
     upgrade = await cluster.build_catalog(previous_source, REPO_ROOT)
     upgrade_image = await catalog_image_pushed(cluster, registry, opm_base, upgrade)
     current = await upgraded_and_judged(cluster, previous_release, previous, upgrade,
-                                        upgrade_image)
+                                        image=upgrade_image)
     assert current.operator_images == [pushed_image], current.operator_images
     source = await cluster.kube.request("GET", CATALOG_SOURCE)
     assert source["spec"]["image"] == upgrade_image, source["spec"]

@@ -8,10 +8,15 @@ it does with the operand namespace exempt from that matcher (alerts_test_uwm_exe
 in its own namespace, so each rule reads only those (checked below): the webhook
 certificate's expiry comes from the operator's own series, not cert-manager's. promtool is
 built once from the pinned Prometheus module (hack/build-tool.sh promtool,
-manager/versions.py PROMETHEUS_VERSION)."""
+manager/versions.py PROMETHEUS_VERSION).
+
+The console dashboard's queries too: each one a recording rule, checked by `promtool check
+rules` and evaluated by `promtool test rules` against recorded series under both labellings
+(tests/promtool/dashboard_test.yaml), so that a wrong metric or label name fails."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -26,8 +31,9 @@ from manager.api import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.config import OPERAND_MONITORING, OperatorEnvironment, effective_config
 from manager.names import LEASE_NAME
 from manager.olm import identity
-from manager.render import render_operand
+from manager.render import dashboard, render_operand
 from manager.render.alerts import operator_alerts
+from tests.unit.render.test_dashboard import rendered as rendered_dashboard
 
 TESTS = Path(__file__).resolve().parents[2] / "promtool" / "alerts_test.yaml"
 TESTS_UWM = TESTS.with_name("alerts_test_uwm.yaml")
@@ -176,3 +182,65 @@ def test_rules_unit_tests_cover_every_alert(promtool: Path, tmp_path: Path, test
             (firing if case["exp_alerts"] else quiet).add(case["alertname"])
     assert firing == alerts, "an alert without a firing case"
     assert quiet == alerts, "an alert without a not-firing case"
+
+
+# --- the console dashboard's queries (manager/render/dashboard.py) --------------------------
+
+DASHBOARD_TESTS = TESTS.with_name("dashboard_test.yaml")
+
+
+def dashboard_rules(board: dict[str, Any]) -> dict[str, Any]:
+    return {"groups": [{"name": "external-secrets-dashboard",
+                        "rules": dashboard.recording_rules(board)}]}
+
+
+def write_dashboard(directory: Path, board: dict[str, Any]) -> list[str]:
+    """dashboard-rules.yaml (each query a recording rule) and the tests beside it; the
+    records written."""
+    rules = dashboard_rules(board)
+    (directory / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
+    shutil.copy(DASHBOARD_TESTS, directory / DASHBOARD_TESTS.name)
+    return [rule["record"] for rule in rules["groups"][0]["rules"]]
+
+
+def test_every_dashboard_query_parses(promtool: Path, tmp_path: Path) -> None:
+    _, board = rendered_dashboard()
+    records = write_dashboard(tmp_path, board)
+    output = run(promtool, "check", "rules", "dashboard-rules.yaml", cwd=tmp_path)
+    assert f"SUCCESS: {len(records)} rules found" in output
+    assert len(records) == sum(len(panel["targets"]) for panel in dashboard.panels(board))
+
+
+def test_every_dashboard_query_computes_its_figure_under_both_labellings(
+        promtool: Path, tmp_path: Path) -> None:
+    _, board = rendered_dashboard()
+    records = write_dashboard(tmp_path, board)
+    output = run(promtool, "test", "rules", DASHBOARD_TESTS.name, cwd=tmp_path)
+    assert "SUCCESS" in output
+    groups = yaml.safe_load(DASHBOARD_TESTS.read_text())["tests"]
+    # The first two groups are the two labellings: each evaluates every query.
+    for group in groups[:2]:
+        assert {case["expr"] for case in group["promql_expr_test"]} == set(records)
+        assert all(case["exp_samples"] for case in group["promql_expr_test"]), \
+            "a figure without a sample proves nothing about the name it reads"
+
+
+@pytest.mark.parametrize(("wrong", "right"), [
+    ("externalsecret_sync_calls_error", "externalsecret_sync_calls_error_total"),
+    ("controller_runtime_webhook_latency_seconds_sum", "controller_runtime_webhook_latency_sum"),
+    ('certificate_namespace="external-secrets"', 'namespace="external-secrets"'),
+], ids=["metric-name", "histogram-name", "label"])
+def test_a_wrong_name_fails_the_dashboard_tests(promtool: Path, tmp_path: Path, wrong: str,
+                                                right: str) -> None:
+    """The tests can fail: one name changed in the queries, and promtool says which figure
+    went wrong."""
+    _, board = rendered_dashboard()
+    broken = json.loads(json.dumps(board).replace(wrong.replace('"', '\\"'),
+                                                  right.replace('"', '\\"')))
+    assert broken != board
+    write_dashboard(tmp_path, broken)
+    result = subprocess.run([str(promtool), "test", "rules", DASHBOARD_TESTS.name],
+                            cwd=tmp_path, capture_output=True, text=True, check=False,
+                            timeout=120)
+    assert result.returncode != 0, result.stdout
+    assert "dashboard:" in result.stdout + result.stderr
