@@ -61,6 +61,19 @@ DASHBOARD_CONFIGMAP: Final = "external-secrets-operator-dashboard"
 # The operand's CRDs: found by their label, told apart from other CRDs of that label by group.
 OPERAND_CRD_LABEL: Final = "external-secrets.io/component=controller"
 OPERAND_CRD_GROUPS: Final = frozenset({"external-secrets.io", "generators.external-secrets.io"})
+# The operand CRDs the bundle ships (bundle/manifests, from the pinned external-secrets
+# release): status.relatedObjects names each, since `oc adm inspect` has no "every CRD of a
+# group". tests/integration/test_controller_install.py holds it to the CRDs of that release.
+OPERAND_CRD_NAMES: Final = tuple(f"{plural}.{group}" for group, plurals in (
+    ("external-secrets.io", ("clusterexternalsecrets", "clusterpushsecrets",
+                             "clustersecretstores", "externalsecrets", "pushsecrets",
+                             "secretstores")),
+    ("generators.external-secrets.io", (
+        "acraccesstokens", "cloudsmithaccesstokens", "clustergenerators",
+        "ecrauthorizationtokens", "gcraccesstokens", "generatorstates", "githubaccesstokens",
+        "grafanas", "mfas", "passwords", "quayaccesstokens", "sshkeys", "stssessiontokens",
+        "uuids", "vaultdynamicsecrets", "webhooks")),
+) for plural in plurals)
 CRD_API_VERSION: Final = "apiextensions.k8s.io/v1"
 CRD_KIND: Final = "CustomResourceDefinition"
 CRD_COLLECTION: Final = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -699,6 +699,26 @@ class Awaited(ApiModel):
     ImagePullBackOff")."""
 
 
+RELATED_OBJECTS_MAX_ITEMS = 64
+
+
+class RelatedObject(ApiModel):
+    """RelatedObject names one object of the installation by its API group, resource,
+    namespace and name: the shape of status.relatedObjects that `oc adm inspect` follows."""
+
+    group: str
+    """group is the object's API group ("" for the core group)."""
+
+    resource: str
+    """resource is the object's resource, in the plural (for example "deployments")."""
+
+    namespace: str | None = None
+    """namespace is the object's namespace; absent for a cluster-scoped object."""
+
+    name: str
+    """name is the object's name."""
+
+
 class TLSProfileStatus(ApiModel):
     """TLSProfileStatus is the cluster's TLS security profile as the operator applies it."""
 
@@ -770,6 +790,16 @@ class ExternalSecretsConfigStatus(ApiModel):
     does not run). They do not make the ExternalSecretsConfig non-Ready;
     the operator also logs a warning when the list changes. Absent when every setting is in
     effect."""
+
+    related_objects: Annotated[
+        list[RelatedObject] | None, Field(max_length=RELATED_OBJECTS_MAX_ITEMS),
+        Schema(list_type="atomic")
+    ] = None
+    """relatedObjects lists the objects of the installation, which `oc adm inspect
+    externalsecretsconfigs.operator.openshift.io/cluster` collects with it: the operand
+    namespace, its Deployments and webhook configurations, the operand CRDs, the
+    ExternalSecretsManager and, when known, the operator's namespace and its OLM
+    OperatorCondition. Sorted; set once the spec resolves."""
 
     unsupported_overrides: Annotated[list[str] | None, Schema(list_type="atomic")] = None
     """unsupportedOverrides lists the componentConfigs[].overrideArgs in effect, each as its

@@ -17,8 +17,10 @@ from pydantic import BaseModel
 from manager.api import models
 from manager.api.models import Failure, MetaCondition
 from manager.client.kube import JsonObject
-from manager.config import EffectiveConfig
+from manager.config import EffectiveConfig, OperatorEnvironment
+from manager.render.state import DesiredState
 from manager.reporting import summary
+from manager.reporting.related import related_objects
 from manager.steps.readiness import Awaited
 
 CONDITION_TYPES = ("Ready", "Degraded", "Progressing")
@@ -181,17 +183,25 @@ _IN_EFFECT = ("externalSecretsImage", "externalSecretsVersion", "bitwardenSDKSer
               "bitwardenSDKServerVersion", "tlsProfile")
 
 
-def esc_fields(config: EffectiveConfig | None, outcome: Outcome) -> dict[str, object]:
+def esc_fields(config: EffectiveConfig | None, outcome: Outcome,
+               desired: DesiredState | None = None,
+               environment: OperatorEnvironment | None = None) -> dict[str, object]:
     """The ESC's status fields besides the conditions (None removes one).
 
     The namespace, the ignored settings and the unsupported overrides are recorded once the
     spec resolves; images,
     versions and the TLS profile once a pass has applied everything (they are then in
     effect); `failure` while a pass fails. Without a configuration (an invalid spec) what
-    was recorded stays."""
+    was recorded stays. `relatedObjects` follows the rendered objects `desired` (kept as
+    recorded while a pass has none; only the operator's side once the operand is
+    removed)."""
     fields: dict[str, object] = {"failure": _failure(outcome), "awaited": _awaited(outcome)}
+    environment = environment or OperatorEnvironment()
     if outcome.kind is OutcomeKind.REMOVED:  # nothing is in effect any more
-        return {**fields, **dict.fromkeys(_IN_EFFECT)}
+        return {**fields, **dict.fromkeys(_IN_EFFECT),
+                "relatedObjects": related_objects(None, environment)}
+    if desired is not None:
+        fields["relatedObjects"] = related_objects(desired, environment)
     if config is None:
         return fields
     fields["operandNamespace"] = config.namespace

@@ -107,6 +107,7 @@ class Branch:
     annotator: AnnotatorReport | ApiError | None = None
     cause: str | None = None  # why the pass changed things when the spec did not
     recheck_at: float | None = None  # when time alone changes the readiness (epoch seconds)
+    desired: DesiredState | None = None  # the rendered operand (status.relatedObjects)
 
 
 @dataclass
@@ -189,7 +190,8 @@ class Reconciler:
         listed = (dict(branch.annotator.listed) if isinstance(branch.annotator, AnnotatorReport)
                   else None)
         gate = await self._gate(outcome, config, state, stores, listed)
-        await self.status.esc(esc, outcome, status.esc_fields(config, outcome),
+        fields = status.esc_fields(config, outcome, branch.desired, self.environment)
+        await self.status.esc(esc, outcome, fields,
                               gate.condition if gate else None)
         await self.status.esm(esm, esc, outcome, branch.annotator, config,
                               feature_note=self._feature_note(config))
@@ -295,7 +297,7 @@ class Reconciler:
         except PassError as problem:
             self._forget_apis(problem)
             return Branch(failed_outcome(problem))
-        return Branch(unmanaged_outcome(drift), config, watches)
+        return Branch(unmanaged_outcome(drift), config, watches, desired=desired)
 
     async def _remove(self, esc: JsonObject) -> Branch:
         """managementState Removed: delete what the operator created (Namespaces aside, see
@@ -326,6 +328,7 @@ class Reconciler:
             return Branch(failed_outcome(error))
         writes: list[ObjectResult] = []
         watches: frozenset[WatchSpec] = frozenset()
+        desired: DesiredState | None = None
         try:
             config = await self.facts.complete(config)
             desired = render_operand(config)
@@ -347,11 +350,11 @@ class Reconciler:
             metrics.record_managed(str(obj["kind"]) for obj in desired.objects())
         except PassError as problem:
             self._forget_apis(problem)
-            return Branch(failed_outcome(problem), config, watches, writes)
+            return Branch(failed_outcome(problem), config, watches, writes, desired=desired)
         annotator = await self._annotate(config, writes)
         count = len(list(desired.objects()))
         return Branch(operand_outcome(config, operand, count), config, watches, writes,
-                      annotator, recheck_at=operand.until)
+                      annotator, recheck_at=operand.until, desired=desired)
 
     async def _observation(self, config: EffectiveConfig, desired: DesiredState) -> Observation:
         observation = await observe(config, desired, self.applier, self.preflight, self.pruner)

@@ -4,6 +4,7 @@ and nothing written to the ExternalSecretsConfig but its status."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,6 +14,7 @@ from manager.config import OperatorEnvironment, effective_config
 from manager.names import FIELD_MANAGER
 from manager.render import render_operand
 from manager.reporting.status import CONTROLLER_NAMES
+from manager.runtime.operator import load_crds
 from tests.integration.conftest import (
     ESM_PATH,
     SCENARIO_NAMESPACES,
@@ -60,8 +62,33 @@ async def install(start_operator: StartOperator, esc: EscHandle, spec: dict[str,
     return operator
 
 
+async def related_object_path(kube: Kube, entry: dict[str, str]) -> str:
+    """The API path of a status.relatedObjects entry, at its group's preferred version as
+    the server's discovery tells it (as `oc adm inspect` resolves it)."""
+    group = entry["group"]
+    if group:
+        discovered = await kube.request("GET", f"/apis/{group}")
+        base = f"/apis/{discovered['preferredVersion']['groupVersion']}"
+    else:
+        base = "/api/v1"
+    where = f"/namespaces/{entry['namespace']}" if entry.get("namespace") else ""
+    return f"{base}{where}/{entry['resource']}/{entry['name']}"
+
+
+async def assert_related_objects_exist(kube: Kube, related: list[dict[str, str]]) -> None:
+    """Every entry names one object that the API server has (GET), in a sorted list."""
+    assert related
+    keys = [(e["group"], e["resource"], e.get("namespace", ""), e["name"]) for e in related]
+    assert keys == sorted(keys)
+    for entry in related:
+        found = await kube.get(await related_object_path(kube, entry))
+        assert found is not None, entry
+        assert found["metadata"]["name"] == entry["name"]
+        assert found["metadata"].get("namespace", "") == entry.get("namespace", ""), entry
+
+
 async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operator: StartOperator,
-                                       user_objects: UserObjects) -> None:
+                                       user_objects: UserObjects, crd_dir: Path) -> None:
     namespace = SCENARIO_NAMESPACES["install"]
     operator = await install(start_operator, esc, {})
 
@@ -93,6 +120,18 @@ async def test_install_from_empty_spec(kube: Kube, esc: EscHandle, start_operato
     assert resource["status"]["externalSecretsImage"] == \
         OperatorEnvironment.from_environ(os.environ).external_secrets_image
     assert "bitwardenSDKServerImage" not in resource["status"]
+    # What `oc adm inspect esc/cluster` follows: every entry exists, the operand's objects
+    # and every operand CRD the bundle ships (the same release's CRDs as installed here).
+    related = resource["status"]["relatedObjects"]
+    await assert_related_objects_exist(kube, related)
+    listed = {(e["resource"], e.get("namespace", ""), e["name"]) for e in related}
+    assert {("deployments", ns, name) for kind, ns, name in expected
+            if kind == "Deployment"} <= listed
+    assert ("namespaces", "", namespace) in listed
+    assert {("validatingwebhookconfigurations", "", name) for kind, _, name in expected
+            if kind == "ValidatingWebhookConfiguration"} <= listed
+    assert {name for resource_, _, name in listed if resource_ == "customresourcedefinitions"
+            } == {crd["metadata"]["name"] for crd in load_crds(crd_dir / "external-secrets")}
     # The operator writes nothing to the ESC but its status: no finalizer, no kopf annotations.
     assert not resource["metadata"].get("finalizers")
     assert not [k for k in resource["metadata"].get("annotations") or {} if "kopf" in k]
