@@ -3,7 +3,7 @@ r"""The command-line flags of the shipped operand release, and which of them the
 `componentConfigs[].overrideArgs` (the unsupported escape hatch, docs/operations.md) may set
 any flag the pinned external-secrets release (EXTERNAL_SECRETS_VERSION) has, except the flags
 the operator renders itself. Which flags a release has, and of which type, is read from its
-own source (`cmd/controller/*.go` in its Go module) and committed as `operand_flags.json`, so
+own source (`cmd/controller/*.go` of its release tree) and committed as `operand_flags.json`, so
 that generating the CRD and checking a spec need neither Go nor the network;
 `python -m manager generate --refresh-operand-flags` rewrites the snapshot and
 tests/integration/test_operand_flags.py fails when it differs from the source.
@@ -26,9 +26,9 @@ from functools import cache
 from pathlib import Path
 
 from manager.api import patterns
+from manager.paths import REPO_ROOT
 
 SNAPSHOT_PATH = Path(__file__).with_name("operand_flags.json")
-MODULE = "github.com/external-secrets/external-secrets"
 
 # The subcommand each component runs ("" is the root command: the controller). The
 # bitwarden-sdk-server image is another program, whose source no Go module serves: it takes
@@ -164,11 +164,15 @@ def source_flags(module_dir: Path) -> dict[str, dict[str, str]]:
 
 
 def module_dir(version: str) -> Path:
-    """The source of external-secrets `version`, through the Go module proxy (cached)."""
-    download = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"],
-                              capture_output=True, text=True, check=True, cwd="/",
-                              timeout=600)
-    return Path(json.loads(download.stdout)["Dir"])
+    """The source of external-secrets `version`: its release tree as hack/upstream-sources.txt
+    pins it (hack/upstream-tree.sh: checked and unpacked once, cached). The Go module proxy
+    does not serve the v2 line (no /v2 module path)."""
+    script = REPO_ROOT / "hack" / "upstream-tree.sh"
+    unpacked = subprocess.run(["bash", str(script), "external-secrets", version],
+                              capture_output=True, text=True, check=False, timeout=600)
+    if unpacked.returncode != 0:
+        raise RuntimeError(f"{script}: {unpacked.stderr.strip()}")
+    return Path(unpacked.stdout.strip())
 
 
 def snapshot_text(version: str, flags: Mapping[str, Mapping[str, str]]) -> str:
