@@ -1,3 +1,3 @@
 """The external-secrets operator: installs and runs the external-secrets stack."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
