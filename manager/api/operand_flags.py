@@ -107,20 +107,23 @@ OWNED: Mapping[str, Mapping[str, str]] = {
 
 
 _SCRAPE = "the ServiceMonitor and the NetworkPolicy expect plain HTTP metrics on :8080"
+# The metrics server's TLS and authorization (external-secrets v2: every command has them;
+# --metrics-auth needs --metrics-secure and RBAC for TokenReviews the operator does not grant).
+_METRICS_SERVING = dict.fromkeys(("metrics-secure", "metrics-auth", "metrics-cert-dir",
+                                  "metrics-cert-name", "metrics-key-name"), _SCRAPE)
 REFUSED: Mapping[str, Mapping[str, str]] = {
     "": {
         "live-addr": ("its address could collide with the rendered ports (:8080 metrics) and "
                       "crash-loop the controller"),
-        "metrics-secure": _SCRAPE,
-        "metrics-cert-dir": _SCRAPE,
-        "metrics-cert-name": _SCRAPE,
-        "metrics-key-name": _SCRAPE,
+        **_METRICS_SERVING,
         "unsafe-allow-generic-targets": ("it lets ExternalSecrets write objects of any kind, "
                                          "beyond Secrets and what the rendered RBAC is for"),
     },
+    "webhook": {**_METRICS_SERVING},
     "certcontroller": {
         "crd-names": ("it would point the conversion webhook of other products' CRDs at this "
-                      "webhook (the cert-controller may update any CRD)"),
+                      "webhook (the cert-controller may update only its default CRDs)"),
+        **_METRICS_SERVING,
     },
 }
 
