@@ -54,6 +54,8 @@ _VALUE_HINTS = {"bool": "true or false", "int": "an integer", "float": "a number
 
 _CONTROLLER = "spec.controllerConfig.componentConfigs[].tuning"
 _RENDERED = "the operator renders it"
+_LEASE = ("the operator renders the lease timings together, so that a new controller takes "
+          "over within seconds and never beside a running leader (docs/resilience.md)")
 # The flags the operator renders, by subcommand, and what to use instead.
 OWNED: Mapping[str, Mapping[str, str]] = {
     "": {
@@ -72,6 +74,10 @@ OWNED: Mapping[str, Mapping[str, str]] = {
         "enable-cluster-push-secret-reconciler": "follows spec.appConfig.operatingNamespace",
         "enable-push-secret-reconciler": _RENDERED,
         "enable-leader-election": "the replicas of one Deployment must elect a leader",
+        "leader-election-id": "the leader-election Role names that Lease",
+        "leader-election-lease-duration": _LEASE,
+        "leader-election-renew-deadline": _LEASE,
+        "leader-election-retry-period": _LEASE,
         "metrics-addr": "the metrics Service, NetworkPolicy and ServiceMonitor use :8080",
         "zap-time-encoding": _RENDERED,
     },

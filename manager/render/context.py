@@ -16,6 +16,7 @@ manifests/operand/README.md):
     container.{security_context, resources, env, extra_volume_mounts},
     deployment.{replicas, revision_history_limit, leader_election},
     controller_args (the controller's tuning flags), concurrent,
+    controller_lease.{id, lease_duration, renew_deadline, retry_period},
     disruption_budget.{name, max_unavailable, min_available} (disruption-budget only)
 """
 
@@ -55,6 +56,7 @@ from manager.render.components import (
     WORKLOAD_COMPONENTS,
     budgeted_workloads,
 )
+from manager.render.leader_election import CONTROLLER_LEASE, CONTROLLER_LEASE_ID
 from manager.tls_profile import webhook_tls_args
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
@@ -319,6 +321,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         },
         "concurrent": config.controller_flags.concurrent,
         "controller_args": controller_args(config),
+        # The controller's Lease and timings (render/leader_election.py says why).
+        "controller_lease": {"id": CONTROLLER_LEASE_ID, **CONTROLLER_LEASE.flags()},
         "monitoring": monitoring_context(config),
         "pod": {
             "annotations": {**required_scc(config),

@@ -66,6 +66,9 @@ def test_the_status_lists_each_override_with_its_field() -> None:
      f"--leader-elect-lease-duration is not a flag of external-secrets {SHIPPED} controller"),
     ("Webhook", "--controller-class=x", "--controller-class is not a flag of external-secrets "
      f"{SHIPPED} webhook"),
+    ("ExternalSecretsCoreController", "--leader-election-retry-period=5s",
+     "--leader-election-retry-period is set by the operator (the operator renders the lease"),
+    ("Webhook", "--metrics-auth=true", "--metrics-auth cannot be overridden: the ServiceMonitor"),
     ("ExternalSecretsCoreController", "--enable-flood-gate=no",
      "--enable-flood-gate takes true or false, not 'no'"),
     ("ExternalSecretsCoreController", "--enable-flood-gate", "is not of the form --flag=value"),
