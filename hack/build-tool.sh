@@ -104,23 +104,11 @@ start=$(date +%s)
 [ -n "$EXTLDFLAGS" ] && LDFLAGS+=" -extldflags=$EXTLDFLAGS"
 
 if [ "$SOURCE" = 1 ]; then
-  sources=${UPSTREAM_SRC:-$HERE/../../shared/upstream-src}
-  archive="$sources/$NAME-$VERSION.tar.gz"
-  expected=$(awk -v n="$NAME" -v v="$VERSION" '$1 == n && $2 == v {print $3}' \
-    "$HERE/upstream-sources.txt")
-  commit=$(awk -v n="$NAME" -v v="$VERSION" '$1 == n && $2 == v {print $4}' \
-    "$HERE/upstream-sources.txt")
-  [ -n "$expected" ] || die "hack/upstream-sources.txt pins no digest for $NAME $VERSION"
-  [ -f "$archive" ] || die "$archive is missing: export the release's tree with" \
-    "'git -C <clone of https://$MODULE> archive --prefix=$NAME-$VERSION/ -o $archive $commit'" \
-    "or point UPSTREAM_SRC at the directory that holds it"
-  actual=$(sha256sum "$archive" | cut -d' ' -f1)
-  [ "$actual" = "$expected" ] || die "$archive has sha256 $actual, hack/upstream-sources.txt" \
-    "pins $expected: replace the file with the release's tree (commit $commit)"
-  log "unpacking $archive (sha256 checked)"
-  tar -xzf "$archive" -C "$work"
+  # The verified tree (hack/upstream-tree.sh), copied: `go build -mod=mod` may touch go.sum.
+  source_tree=$(bash "$HERE/upstream-tree.sh" "$NAME" "$VERSION")
+  commit=$(cat "$source_tree/.commit")
   tree="$work/$NAME-$VERSION"
-  [ -f "$tree/go.mod" ] || die "$archive holds no $NAME-$VERSION/go.mod"
+  cp -R "$source_tree" "$tree"
   for package in "${PACKAGES[@]}"; do
     dir=${package%%=*} binary=${package#*=}
     log "building $binary from $NAME $VERSION's $dir (a cold build takes minutes)"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the CRDs this project does not own, from the published Go modules of the
-# pinned releases, into a cache outside the repository, and prints that directory:
+# pinned releases (the operand's from its release tree, hack/upstream-tree.sh: the Go module
+# proxy does not serve the v2 line), into a cache outside the repository, and prints that
+# directory:
 #
 #   <dir>/external-secrets/*.yaml   the operand's CRDs (external-secrets.io and
 #                                   generators.external-secrets.io; the test-only
@@ -29,7 +31,6 @@ CACHE_ROOT=${CRDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/eso-operator/crds}
 OUT="$CACHE_ROOT/external-secrets-$EXTERNAL_SECRETS_VERSION.cert-manager-$CERT_MANAGER_VERSION"
 OUT+=".prometheus-operator-$PROMETHEUS_OPERATOR_VERSION.openshift-api-$OPENSHIFT_API_VERSION"
 
-ES_MODULE=github.com/external-secrets/external-secrets
 CM_MODULE=github.com/cert-manager/cert-manager
 PO_MODULE=github.com/prometheus-operator/prometheus-operator
 OS_MODULE=github.com/openshift/api
@@ -91,11 +92,13 @@ trap 'rm -rf "$tmp"' EXIT
 
 log "external-secrets $EXTERNAL_SECRETS_VERSION, cert-manager $CERT_MANAGER_VERSION," \
   "prometheus-operator $PROMETHEUS_OPERATOR_VERSION, openshift/api $OPENSHIFT_API_VERSION"
-es_dir=$(module_dir "$ES_MODULE" "$EXTERNAL_SECRETS_VERSION")
+# The release tree hack/upstream-sources.txt pins (the one hack/build-tool.sh builds).
+es_dir=$(bash "$HERE/upstream-tree.sh" external-secrets "$EXTERNAL_SECRETS_VERSION") ||
+  die "no release tree of external-secrets $EXTERNAL_SECRETS_VERSION (hack/upstream-tree.sh)"
 cm_dir=$(module_dir "$CM_MODULE" "$CERT_MANAGER_VERSION")
 po_dir=$(module_dir "$PO_MODULE" "$PROMETHEUS_OPERATOR_VERSION")
 os_dir=$(module_dir "$OS_MODULE" "$OPENSHIFT_API_VERSION")
-[ -d "$es_dir/$ES_CRD_DIR" ] || die "$ES_MODULE@$EXTERNAL_SECRETS_VERSION has no $ES_CRD_DIR"
+[ -d "$es_dir/$ES_CRD_DIR" ] || die "external-secrets $EXTERNAL_SECRETS_VERSION has no $ES_CRD_DIR"
 [ -d "$cm_dir/$CM_CRD_DIR" ] || die "$CM_MODULE@$CERT_MANAGER_VERSION has no $CM_CRD_DIR"
 
 copy_crds "$es_dir/$ES_CRD_DIR" "$tmp/crds/external-secrets" "${ES_DROPPED[@]}"

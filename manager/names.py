@@ -69,8 +69,9 @@ OPERAND_CRD_NAMES: Final = tuple(f"{plural}.{group}" for group, plurals in (
                              "clustersecretstores", "externalsecrets", "pushsecrets",
                              "secretstores")),
     ("generators.external-secrets.io", (
-        "acraccesstokens", "cloudsmithaccesstokens", "clustergenerators",
-        "ecrauthorizationtokens", "gcraccesstokens", "generatorstates", "githubaccesstokens",
+        "acraccesstokens", "beyondtrustworkloadcredentialsdynamicsecrets",
+        "cloudsmithaccesstokens", "clustergenerators", "ecrauthorizationtokens",
+        "gcraccesstokens", "generatorstates", "githubaccesstokens", "gitlabdeploytokens",
         "grafanas", "mfas", "passwords", "quayaccesstokens", "sshkeys", "stssessiontokens",
         "uuids", "vaultdynamicsecrets", "webhooks")),
 ) for plural in plurals)

@@ -8,7 +8,7 @@ from typing import Final
 
 # The operand: its image, its version label and the CRDs the bundle ships; the simulated
 # cluster runs the same releases, built from their source trees (hack/build-tool.sh).
-EXTERNAL_SECRETS_VERSION: Final = "v1.3.2"
+EXTERNAL_SECRETS_VERSION: Final = "v2.9.0"
 EXTERNAL_SECRETS_IMAGE: Final = (
     f"ghcr.io/external-secrets/external-secrets:{EXTERNAL_SECRETS_VERSION}"
 )

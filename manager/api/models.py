@@ -404,7 +404,7 @@ class DeploymentConfig(ApiModel):
 
 class ControllerTuning(ApiModel):
     """ControllerTuning holds flags of the external-secrets controller
-    (external-secrets v1.3.2 `cmd/controller/root.go`), typed and bounded."""
+    (`cmd/controller/root.go`, the same in v1.3.2 and v2.9.0), typed and bounded."""
 
     __cel_rules__ = rules.TUNING
 

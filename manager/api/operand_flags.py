@@ -3,7 +3,7 @@ r"""The command-line flags of the shipped operand release, and which of them the
 `componentConfigs[].overrideArgs` (the unsupported escape hatch, docs/operations.md) may set
 any flag the pinned external-secrets release (EXTERNAL_SECRETS_VERSION) has, except the flags
 the operator renders itself. Which flags a release has, and of which type, is read from its
-own source (`cmd/controller/*.go` in its Go module) and committed as `operand_flags.json`, so
+own source (`cmd/controller/*.go` of its release tree) and committed as `operand_flags.json`, so
 that generating the CRD and checking a spec need neither Go nor the network;
 `python -m manager generate --refresh-operand-flags` rewrites the snapshot and
 tests/integration/test_operand_flags.py fails when it differs from the source.
@@ -26,9 +26,9 @@ from functools import cache
 from pathlib import Path
 
 from manager.api import patterns
+from manager.paths import REPO_ROOT
 
 SNAPSHOT_PATH = Path(__file__).with_name("operand_flags.json")
-MODULE = "github.com/external-secrets/external-secrets"
 
 # The subcommand each component runs ("" is the root command: the controller). The
 # bitwarden-sdk-server image is another program, whose source no Go module serves: it takes
@@ -54,6 +54,8 @@ _VALUE_HINTS = {"bool": "true or false", "int": "an integer", "float": "a number
 
 _CONTROLLER = "spec.controllerConfig.componentConfigs[].tuning"
 _RENDERED = "the operator renders it"
+_LEASE = ("the operator renders the lease timings together, so that a new controller takes "
+          "over within seconds and never beside a running leader (docs/resilience.md)")
 # The flags the operator renders, by subcommand, and what to use instead.
 OWNED: Mapping[str, Mapping[str, str]] = {
     "": {
@@ -72,6 +74,10 @@ OWNED: Mapping[str, Mapping[str, str]] = {
         "enable-cluster-push-secret-reconciler": "follows spec.appConfig.operatingNamespace",
         "enable-push-secret-reconciler": _RENDERED,
         "enable-leader-election": "the replicas of one Deployment must elect a leader",
+        "leader-election-id": "the leader-election Role names that Lease",
+        "leader-election-lease-duration": _LEASE,
+        "leader-election-renew-deadline": _LEASE,
+        "leader-election-retry-period": _LEASE,
         "metrics-addr": "the metrics Service, NetworkPolicy and ServiceMonitor use :8080",
         "zap-time-encoding": _RENDERED,
         "unsafe-allow-generic-targets": ("use the ExternalSecretsManager's feature "
@@ -110,18 +116,21 @@ OWNED: Mapping[str, Mapping[str, str]] = {
 
 
 _SCRAPE = "the ServiceMonitor and the NetworkPolicy expect plain HTTP metrics on :8080"
+# The metrics server's TLS and authorization (external-secrets v2: every command has them;
+# --metrics-auth needs --metrics-secure and RBAC for TokenReviews the operator does not grant).
+_METRICS_SERVING = dict.fromkeys(("metrics-secure", "metrics-auth", "metrics-cert-dir",
+                                  "metrics-cert-name", "metrics-key-name"), _SCRAPE)
 REFUSED: Mapping[str, Mapping[str, str]] = {
     "": {
         "live-addr": ("its address could collide with the rendered ports (:8080 metrics) and "
                       "crash-loop the controller"),
-        "metrics-secure": _SCRAPE,
-        "metrics-cert-dir": _SCRAPE,
-        "metrics-cert-name": _SCRAPE,
-        "metrics-key-name": _SCRAPE,
+        **_METRICS_SERVING,
     },
+    "webhook": {**_METRICS_SERVING},
     "certcontroller": {
         "crd-names": ("it would point the conversion webhook of other products' CRDs at this "
-                      "webhook (the cert-controller may update any CRD)"),
+                      "webhook (the cert-controller may update only its default CRDs)"),
+        **_METRICS_SERVING,
     },
 }
 
@@ -165,11 +174,15 @@ def source_flags(module_dir: Path) -> dict[str, dict[str, str]]:
 
 
 def module_dir(version: str) -> Path:
-    """The source of external-secrets `version`, through the Go module proxy (cached)."""
-    download = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version}"],
-                              capture_output=True, text=True, check=True, cwd="/",
-                              timeout=600)
-    return Path(json.loads(download.stdout)["Dir"])
+    """The source of external-secrets `version`: its release tree as hack/upstream-sources.txt
+    pins it (hack/upstream-tree.sh: checked and unpacked once, cached). The Go module proxy
+    does not serve the v2 line (no /v2 module path)."""
+    script = REPO_ROOT / "hack" / "upstream-tree.sh"
+    unpacked = subprocess.run(["bash", str(script), "external-secrets", version],
+                              capture_output=True, text=True, check=False, timeout=600)
+    if unpacked.returncode != 0:
+        raise RuntimeError(f"{script}: {unpacked.stderr.strip()}")
+    return Path(unpacked.stdout.strip())
 
 
 def snapshot_text(version: str, flags: Mapping[str, Mapping[str, str]]) -> str:

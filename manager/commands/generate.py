@@ -9,8 +9,8 @@
 
 --refresh-core-schemas reads the OpenAPI of the cluster in $KUBECONFIG (`make
 refresh-core-schemas` runs it against a throw-away simulated cluster).
---refresh-operand-flags reads the flags of external-secrets EXTERNAL_SECRETS_VERSION from its Go
-module (`go mod download`: Go and the module proxy, or the module cache).
+--refresh-operand-flags reads the flags of external-secrets EXTERNAL_SECRETS_VERSION from its
+release tree (hack/upstream-tree.sh: the tarball hack/upstream-sources.txt pins).
 """
 
 from __future__ import annotations

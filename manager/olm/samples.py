@@ -109,6 +109,14 @@ def _generator_specs() -> dict[str, dict[str, Any]]:
             "secretAccessKeySecretRef": _secret_key("sample-gcp-credentials", "key.json")}}},
         "GithubAccessToken": {"appID": "12345", "installID": "67890", "auth": {"privateKey": {
             "secretRef": _secret_key("sample-github-app", "private-key")}}},
+        "GitlabDeployToken": {"projectID": "sample-group/sample-project", "name": "sample",
+                              "scopes": ["read_registry"], "auth": {"token": {
+                                  "secretRef": _secret_key("sample-gitlab", "token")}}},
+        "BeyondtrustWorkloadCredentialsDynamicSecret": {"provider": {
+            "auth": {"apikey": {"token": _secret_key("sample-beyondtrust", "api-key")}},
+            "server": {"apiUrl": "https://beyondtrust.example.com/api",
+                       "siteId": "00000000-0000-4000-8000-000000000000"},
+            "folderPath": "sample/aws-temporary"}},
         "Grafana": {"url": "https://grafana.example.com",
                     "auth": {"token": _secret_key("sample-grafana", "token")},
                     "serviceAccount": {"name": "sample", "role": "Viewer"}},

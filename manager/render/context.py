@@ -17,6 +17,7 @@ manifests/operand/README.md):
     deployment.{replicas, revision_history_limit, leader_election},
     controller_args (the controller's tuning flags), concurrent,
     generic_targets (the controller's --unsafe-allow-generic-targets),
+    controller_lease.{id, lease_duration, renew_deadline, retry_period},
     disruption_budget.{name, max_unavailable, min_available} (disruption-budget only),
     dashboard.{name, namespace, labels, data} (console-dashboard only)
 """
@@ -59,6 +60,7 @@ from manager.render.components import (
     budgeted_workloads,
 )
 from manager.render.dashboard import dashboard_context
+from manager.render.leader_election import CONTROLLER_LEASE, CONTROLLER_LEASE_ID
 from manager.tls_profile import webhook_tls_args
 
 # logLevel (1-5) follows the Kubernetes logging guidelines the seed cites: 1 is the default
@@ -328,6 +330,8 @@ def template_context(config: EffectiveConfig, component: str) -> dict[str, Any]:
         "concurrent": config.controller_flags.concurrent,
         "controller_args": controller_args(config),
         "generic_targets": config.generic_targets,
+        # The controller's Lease and timings (render/leader_election.py says why).
+        "controller_lease": {"id": CONTROLLER_LEASE_ID, **CONTROLLER_LEASE.flags()},
         "monitoring": monitoring_context(config),
         "pod": {
             "annotations": {**required_scc(config),

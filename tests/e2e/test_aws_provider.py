@@ -6,7 +6,8 @@ What the administrator sets, and what each scenario proves it does:
 
 - `componentConfigs[ExternalSecretsCoreController].overrideEnv`: the AWS provider's endpoint
   variables (`AWS_SECRETSMANAGER_ENDPOINT`, `AWS_SSM_ENDPOINT`, `AWS_STS_ENDPOINT`, read by
-  external-secrets v1.3.2's `providers/v1/aws/*/resolver.go`) point the controller at moto.
+  external-secrets' `providers/v1/aws/*/resolver.go`, v1.3.2 and v2.9.0) point the controller
+  at moto.
   The Secrets Manager store assumes a role, so every sync goes through STS first.
 - `appConfig.trustedCABundle`: a ConfigMap with moto's private CA. With it the controller
   verifies moto's certificate and syncs, and follows rotations; with another CA in its place
@@ -143,7 +144,7 @@ def aws(cluster: Cluster, operator: OperatorProcess | None,
                       moto.client("ssm"))
         finally:
             # The users' objects first, while the controller still runs: external-secrets
-            # v1.3.2 puts a finalizer on every ExternalSecret, which only it removes.
+            # (v1.3.2 and v2.9.0) puts a finalizer on every ExternalSecret, which only it removes.
             cluster.kubectl("delete", "namespace", TEAM, "--timeout=60s", check=False)
             oc.selector(ESC).delete(ignore_not_found=True)
             result = uninstall_command(cluster, "--yes", f"--namespace={NAMESPACE}")

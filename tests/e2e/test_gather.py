@@ -39,6 +39,7 @@ import yaml
 from devcluster import crds
 from devcluster import images as image_map
 from devcluster.pods import ImageEntry
+from manager import versions
 from manager.offline.gather import SECURE_METRICS
 from manager.offline.logwindow import SINCE_TIME_VARIABLE, SINCE_VARIABLE, format_time
 from manager.olm import identity
@@ -331,7 +332,8 @@ def test_what_stays_useful(bundle: dict[str, bytes]) -> None:
     assert env["VENDOR_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "operator-extra",
                                                               "key": "token"}
     assert env["SUPPORT_CONTACT"]["value"] == "<redacted>"
-    assert env["OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION"]["value"] == "v1.3.2"
+    assert env["OPERAND_EXTERNAL_SECRETS_IMAGE_VERSION"]["value"] == (
+        versions.EXTERNAL_SECRETS_VERSION)
     webhooks = yaml.safe_load(bundle["cluster/validatingwebhookconfigurations.yaml"])
     fingerprints = [f for item in webhooks["items"] for w in item["webhooks"]
                     for f in w["clientConfig"]["caBundle"]]

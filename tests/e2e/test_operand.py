@@ -10,7 +10,7 @@ Bitwarden provider reaches it by that name, over verified TLS (the simulated clu
 and relays Services for pods as cluster DNS and kube-proxy would: devcluster/services.py).
 
 Which binary: on a real cluster, the image the operator renders; on the simulated cluster,
-the same releases (external-secrets v1.3.2, bitwarden-sdk-server v0.5.2) built from their
+the same releases (external-secrets v2.9.0, bitwarden-sdk-server v0.5.2) built from their
 source trees (docs/development.md, "Which operand runs").
 """
 

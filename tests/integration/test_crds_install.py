@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from manager.api.models import ExternalSecretsConfigSpec
+from manager.config import OperatorEnvironment, effective_config
 from manager.paths import REPO_ROOT
+from manager.render import render_operand
 from tests.conftest import Cluster
 
 FETCH_SCRIPT = REPO_ROOT / "hack" / "fetch-crds.sh"
@@ -50,6 +53,45 @@ def test_operand_crds_are_complete_and_exclude_test_only_generators(crd_dir: Pat
     assert kinds >= OPERAND_KINDS
     assert "Fake" not in kinds
     assert {crd["spec"]["group"] for crd in crds} == OPERAND_GROUPS  # type: ignore[index]
+
+
+def _granted(role: dict[str, object], verb: str) -> set[str]:
+    """The generators.external-secrets.io resources `role` grants `verb` on (any name)."""
+    return {resource for rule in role["rules"]  # type: ignore[attr-defined]
+            if "generators.external-secrets.io" in rule["apiGroups"]
+            and verb in rule["verbs"] and not rule.get("resourceNames")
+            for resource in rule["resources"]}
+
+
+def test_the_rendered_rbac_covers_every_shipped_generator(crd_dir: Path) -> None:
+    """A generator CRD the release adds (v2.9.0: BeyondtrustWorkloadCredentialsDynamicSecret,
+    GitlabDeployToken) is useless until the controller may read it, and users of the
+    aggregated view and edit roles may see and write it. Compared with the CRDs themselves,
+    so the next release's additions fail here, not in a user's ExternalSecret."""
+    crds = [crd for crd in _crds(crd_dir / "external-secrets")
+            if crd["spec"]["group"] == "generators.external-secrets.io"]  # type: ignore[index]
+    plurals = {crd["spec"]["names"]["plural"] for crd in crds}  # type: ignore[index]
+    namespaced = {crd["spec"]["names"]["plural"] for crd in crds  # type: ignore[index]
+                  if crd["spec"]["scope"] == "Namespaced"}  # type: ignore[index]
+    assert {"gitlabdeploytokens", "beyondtrustworkloadcredentialsdynamicsecrets"} <= plurals
+    environment = OperatorEnvironment.from_environ({})
+    roles = {}
+    for spec in ({}, {"appConfig": {"operatingNamespace": "team-a"}}):
+        config = effective_config(ExternalSecretsConfigSpec.model_validate(spec), None,
+                                  environment)
+        roles.update({(obj["kind"], obj["metadata"]["name"]): obj
+                      for obj in render_operand(config).objects()
+                      if obj["kind"] in ("ClusterRole", "Role")})
+    controller = roles[("ClusterRole", "external-secrets-controller")]
+    in_namespace = roles[("Role", "external-secrets-controller")]
+    for verb in ("get", "list", "watch"):
+        assert plurals <= _granted(controller, verb), (verb, plurals - _granted(controller, verb))
+        assert namespaced <= _granted(in_namespace, verb), verb
+        view = roles[("ClusterRole", "external-secrets-view")]
+        assert plurals <= _granted(view, verb), (verb, plurals - _granted(view, verb))
+    for verb in ("create", "update", "patch", "delete"):
+        edit = roles[("ClusterRole", "external-secrets-edit")]
+        assert plurals <= _granted(edit, verb), (verb, plurals - _granted(edit, verb))
 
 
 def test_cert_manager_crds_include_the_issuer_and_certificate_kinds(crd_dir: Path) -> None:

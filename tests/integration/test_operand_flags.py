@@ -4,11 +4,12 @@ The simulated cluster runs external-secrets EXTERNAL_SECRETS_VERSION, built from
 release's source tree (hack/build-tool.sh, the tree's digest pinned in
 hack/upstream-sources.txt); a flag missing from it would make the real pod exit at start.
 The flags are read twice: from the built binary's `--help`, and from the release's source
-(its `cmd/` is in the module zip), the reader that also writes the snapshot below.
+(`cmd/controller/` of the same release tree, hack/upstream-tree.sh), the reader that also
+writes the snapshot below.
 
 The same reader writes manager/api/operand_flags.json, the flags overrideArgs may name; the
-snapshot must be what v1.3.2's source says, and the operator's table of the flags it owns
-must be exactly the flags it renders.
+snapshot must be what the shipped release's source says, and the operator's table of the
+flags it owns must be exactly the flags it renders.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def test_the_source_reader_agrees_with_the_help(rendered: dict[str, set[str]],
 
 def test_the_committed_flag_snapshot_is_the_shipped_release_source() -> None:
     """overrideArgs are checked against manager/api/operand_flags.json: it must be what
-    v1.3.2's source declares, names and kinds (`python -m manager generate
+    the shipped release's source declares, names and kinds (`python -m manager generate
     --refresh-operand-flags` rewrites it)."""
     version = versions.EXTERNAL_SECRETS_VERSION
     snapshot = operand_flags.snapshot()

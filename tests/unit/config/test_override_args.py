@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from manager import versions
 from manager.api import operand_flags, patterns
 from manager.api.models import ExternalSecretsConfigSpec
 from manager.config import ConfigError, OperatorEnvironment, effective_config
@@ -18,6 +19,7 @@ from manager.render import render_operand
 from manager.reporting.status import Outcome, OutcomeKind, esc_fields
 
 ENV = OperatorEnvironment.from_environ({})
+SHIPPED = versions.EXTERNAL_SECRETS_VERSION
 
 
 def spec(*entries: dict[str, Any]) -> ExternalSecretsConfigSpec:
@@ -61,9 +63,12 @@ def test_the_status_lists_each_override_with_its_field() -> None:
      "--concurrent is set by the operator (use spec.controllerConfig.componentConfigs[]"
      ".tuning.concurrent)"),
     ("ExternalSecretsCoreController", "--leader-elect-lease-duration=30s",
-     "--leader-elect-lease-duration is not a flag of external-secrets v1.3.2 controller"),
+     f"--leader-elect-lease-duration is not a flag of external-secrets {SHIPPED} controller"),
     ("Webhook", "--controller-class=x", "--controller-class is not a flag of external-secrets "
-     "v1.3.2 webhook"),
+     f"{SHIPPED} webhook"),
+    ("ExternalSecretsCoreController", "--leader-election-retry-period=5s",
+     "--leader-election-retry-period is set by the operator (the operator renders the lease"),
+    ("Webhook", "--metrics-auth=true", "--metrics-auth cannot be overridden: the ServiceMonitor"),
     ("ExternalSecretsCoreController", "--enable-flood-gate=no",
      "--enable-flood-gate takes true or false, not 'no'"),
     ("ExternalSecretsCoreController", "--enable-flood-gate", "is not of the form --flag=value"),

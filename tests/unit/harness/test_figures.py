@@ -13,6 +13,7 @@ from manager.paths import REPO_ROOT
 from tests.disruption.figures import (
     BOUNDS,
     BOUNDS_SECTION,
+    DEFAULT_LEASE_SECONDS,
     DOC,
     DOC_SECTION,
     LEASE_SECONDS,
@@ -62,10 +63,14 @@ def figures(kind: Kind, **seconds: float) -> Figures:
 
 def test_a_sync_gap_of_a_new_controller_is_fine_and_the_same_gap_with_the_controller_kept_is_not(
         ) -> None:
-    figures(Kind.NEW_CONTROLLER, sync_gap=18.7, synced_again=19.2).assert_within_bounds()
-    with pytest.raises(AssertionError, match=r"sync gap 18.7 s > 5.0 s \(bounds of "
+    figures(Kind.NEW_CONTROLLER, sync_gap=7.4, synced_again=8.0).assert_within_bounds()
+    with pytest.raises(AssertionError, match=r"sync gap 7.4 s > 5.0 s \(bounds of "
                                              r"CONTROLLER_KEPT"):
-        figures(Kind.CONTROLLER_KEPT, sync_gap=18.7).assert_within_bounds()
+        figures(Kind.CONTROLLER_KEPT, sync_gap=7.4).assert_within_bounds()
+    # The operand's default 15 s lease (16 to 21 s) is a regression for a new controller.
+    with pytest.raises(AssertionError, match=r"sync gap 18.7 s > 15.0 s \(bounds of "
+                                             r"NEW_CONTROLLER"):
+        figures(Kind.NEW_CONTROLLER, sync_gap=18.7, synced_again=19.2).assert_within_bounds()
 
 
 def test_a_regression_to_a_55_s_gap_fails_every_kind() -> None:
@@ -84,14 +89,18 @@ def test_every_figure_is_held_to_its_bound() -> None:
 
 
 def test_a_new_controller_may_wait_for_the_lease_and_no_more_than_a_margin() -> None:
-    for kind in (Kind.NEW_CONTROLLER, Kind.OLM_UPGRADE_NEW_CONTROLLER):
-        assert LEASE_SECONDS < BOUNDS[kind].sync_gap <= LEASE_SECONDS + 15
+    assert LEASE_SECONDS < BOUNDS[Kind.NEW_CONTROLLER].sync_gap <= LEASE_SECONDS + 15
+    # An OLM upgrade may roll a controller that wrote the operand's default 15 s lease.
+    assert DEFAULT_LEASE_SECONDS < BOUNDS[Kind.OLM_UPGRADE_NEW_CONTROLLER].sync_gap <= (
+        DEFAULT_LEASE_SECONDS + 15)
+    # A controller that runs on must not pass for one that waited for the lease (which
+    # then starts its caches: 6.6 to 8.1 s measured with the 5 s lease).
     for kind in (Kind.CONTROLLER_KEPT, Kind.OLM_UPGRADE):
-        assert BOUNDS[kind].sync_gap < LEASE_SECONDS / 2
+        assert BOUNDS[kind].sync_gap < LEASE_SECONDS + 1
 
 
 def test_the_table_shows_each_figure_with_its_bound() -> None:
-    row = figures(Kind.NEW_CONTROLLER, sync_gap=18.7, synced_again=19.2).to_json()
+    row = figures(Kind.NEW_CONTROLLER, sync_gap=7.4, synced_again=8.0).to_json()
     results = json.loads(json.dumps({
         "meta": {"date": "2026-12-01", "machine": "x86_64, 2 cores", "kube": "v1.34.4",
                  "commit": "abc1234", "tests": 1, "seconds": 30, "figures": 1},
@@ -101,7 +110,7 @@ def test_the_table_shows_each_figure_with_its_bound() -> None:
                         "syncing again after | Ready not True | Ready unreadable | "
                         "whole again |")
     assert lines[4] == ("| 2 | a scenario (a note) | **2 of 300** (at most 0.07 s apart), "
-                        "longest gap 0.31 s (2x 500 `EOF`) | 18.7 s (≤ 27) | 19.2 s (≤ 30) | "
+                        "longest gap 0.31 s (2x 500 `EOF`) | 7.4 s (≤ 15) | 8.0 s (≤ 30) | "
                         "2.0 s (≤ 15) | 0.0 s (≤ 2) | 3.0 s (≤ 20) |")
     assert row["kind"] == "NEW_CONTROLLER"
 
