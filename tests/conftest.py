@@ -22,7 +22,9 @@ from devcluster import controlplane
 from devcluster.cluster import SimulatedCluster
 from devcluster.controlplane import ensure_tool
 from manager.client.kube import Kube
+from tests import samplers
 
+UNIT_TESTS = Path(__file__).parent / "unit"
 _SESSION: dict[str, object] = {"version": None, "started": time.monotonic()}
 
 
@@ -129,6 +131,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The unit tests drive samplers with scripted clients: no lane can starve them.
+    samplers.TIMED_TEST["marked"] = (item.get_closest_marker("timing") is not None
+                                     or item.path.is_relative_to(UNIT_TESTS))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -208,8 +208,7 @@ async def _serve(options: OperatorOptions, stop: StopRequest,
     startup = startup_settings(options, environment, credentials.server)
     metrics_server = _metrics_server(options, kube, environment.own_namespace)
     follow_profile = _tls_follower(metrics_server)
-    if metrics_server is not None:  # a standby serves its metrics too: with the profile
-        await _read_tls_profile(kube, follow_profile)
+    if metrics_server is not None:
         await metrics_server.start()
 
     async def start_runtime() -> OperatorRuntime:
@@ -225,6 +224,8 @@ async def _serve(options: OperatorOptions, stop: StopRequest,
         """Campaign; once leading, run the runtime until the Lease is lost. A bug here must
         not leave a process that looks alive but never reconciles: it ends like a loss."""
         try:
+            if metrics_server is not None:  # a standby serves its metrics too
+                await _read_tls_profile(kube, follow_profile)
             await elector.acquire()
             await start_runtime()
             await elector.hold()
@@ -366,8 +367,7 @@ def _tls_follower(server: MetricsServer | None) -> Callable[[TLSProfile], None]:
 
 
 async def _read_tls_profile(kube: Kube, follow: Callable[[TLSProfile], None]) -> None:
-    """Once, before the metrics server starts; the leader's passes follow every change
-    (the runtime's `on_tls_profile`)."""
+    """Once, before leading (the runtime follows changes while it leads)."""
     try:
         profile = await ClusterFacts(kube, Discovery(kube)).tls_profile()
     except ApiError as error:  # Intermediate until the runtime reads it

@@ -118,8 +118,8 @@ class OperatorRuntime:
         """What the start-up lines report: who and where (the operand namespace is added
         once read), then the settings in effect."""
         self.tls_profile: TLSProfile = INTERMEDIATE
-        """The cluster's TLS security profile as every pass reads it (the facts step), for
-        the operator's own TLS servers: `on_tls_profile` hears of every change."""
+        """The cluster's TLS security profile, read at start and by every pass, for the
+        operator's own TLS servers: `on_tls_profile` hears of every change."""
         self._on_tls_profile = on_tls_profile
         self.last_pass: PassSummary | None = None
         self.passes_done = asyncio.Condition()
@@ -141,6 +141,10 @@ class OperatorRuntime:
                                                 **identity}))
         logger.info("action=settings %s", fields(settings))
         self.reconciler.gate.announce()
+        try:  # before any pass: what the operator's own servers start with
+            self._follow(await self.reconciler.facts.tls_profile())
+        except ApiError as error:  # the first pass reads it again
+            logger.warning("action=read result=error kind=APIServer error=%r", str(error))
         try:
             await self.reconciler.ensure_esm()
         except ApiError as error:  # the first pass tries again

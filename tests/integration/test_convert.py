@@ -249,6 +249,7 @@ class Handover:
         return await asyncio.to_thread(live_objects, self.cluster, self.objects)
 
 
+@pytest.mark.timing  # its AdmissionSampler
 async def test_the_operand_keeps_serving_while_this_operator_takes_over(
         *, cluster: Cluster, kube: Kube, esc: EscHandle, user_objects: UserObjects,
         start_operator: StartOperator, tmp_path: Path) -> None:

@@ -144,10 +144,11 @@ async def test_stores_on_removed_providers_hold_the_gate_and_are_reported(
 
     async def warned() -> None:
         assert (await ready(esc))["message"] == line
+        # The ESM's entry is its own status write, after the ESC's: awaited, not read once.
+        esm = esm_entries(await kube.request("GET", ESM_PATH))["external-secrets-controller"]
+        assert {c["type"]: c["message"] for c in esm["conditions"]}["Ready"] == line
 
-    await eventually(warned, timeout=30, what="the warning in Ready")
-    esm = esm_entries(await kube.request("GET", ESM_PATH))["external-secrets-controller"]
-    assert {c["type"]: c["message"] for c in esm["conditions"]}["Ready"] == line
+    await eventually(warned, timeout=30, what="the warning in Ready, the ESC's and the ESM's")
     # The ESC's Upgradeable says what the gate says (without OLM, the only place).
     gate = await wait_gate(kube, "False", "RemovedProviderInUse")
     upgradeable = await esc.condition("Upgradeable") or {}

@@ -137,6 +137,9 @@ async def test_a_waiting_operand_costs_no_requests_and_its_end_wakes_the_operato
     started = time.monotonic()
     await wait_condition(esc, "Ready", "True", timeout=120)
     print(f"ready {time.monotonic() - started:.1f} s after the pods were replaced")
+    # Degraded is written during its pass, whose log line comes when the pass ends.
+    await operator.wait_until(lambda: operator.passes > passes, 10,
+                              "the pass that wrote Degraded to end")
     reasons = [r for n, r in operator.log.pass_reasons().items() if n > passes]
     assert reasons, "no pass ran"
     assert not [r for r in reasons if "retry" in r.split(",") or "periodic resync" in r], reasons
@@ -257,6 +260,9 @@ async def test_a_stale_ca_bundle_turns_degraded_when_its_grace_runs_out(
     print(f"Degraded {time.time() - written:.1f} s after the caBundle was planted")
     assert degraded["message"].startswith("ValidatingWebhookConfiguration "), degraded
     assert time.time() - written >= GRACE_SECONDS - 1  # not before its grace ran out
+    # Degraded is written during its pass, whose log line comes when the pass ends.
+    await operator.wait_until(lambda: operator.passes > passes, 10,
+                              "the pass that wrote Degraded to end")
     reasons = [r for n, r in operator.log.pass_reasons().items() if n > passes]
     assert reasons, "no pass ran"
     assert reasons[0] == "recheck", reasons

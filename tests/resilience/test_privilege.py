@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from manager.api.models import ExternalSecretsConfigSpec
+from manager.api.models import ExternalSecretsConfigSpec, ExternalSecretsManagerSpec
 from manager.client.kube import Kube, install_crds
 from manager.config import OperatorEnvironment, effective_config
 from manager.names import FIELD_MANAGER, LEASE_NAME, MANAGED_BY_LABEL
@@ -75,7 +75,7 @@ GRANTS_ROLE = "external-secrets-operator-operand-grants"
 
 # Permissions of the operator's own roles that no request of the scenario uses, and why they
 # are kept anyway. Keep this short; every entry is a permission an attacker holding the
-# operator's token would get. Empty: the scenario reaches every permission (the `get` of each
+# operator's token would get. The scenario reaches every other permission (the `get` of each
 # kind the operator renders included: see drop_out_of_the_watch).
 _GATE_WATCH = ("the upgrade gate's watch of its OperatorCondition runs only under OLM "
                "(OPERATOR_CONDITION_NAME); this session has no OLM, tests/olm/"
@@ -84,10 +84,15 @@ _LEASE_OWNER = ("no request deletes the Lease: OpenShift's OwnerReferencesPermis
                 "admission asks for delete on it when an update sets its owner (the operator's "
                 "Deployment, on a Lease a release without it wrote); the simulated API server "
                 "does not run that plugin")
+_QUICKSTART = ("the ConsoleQuickStart is applied only where OpenShift's console serves its kind; "
+               "this scenario has no console CRDs, tests/integration/test_console_quickstart.py "
+               "applies it with the operator's RBAC (its `as_operator` client)")
 ALLOWED_UNUSED: dict[Triple, str] = {
     ("list", "operators.coreos.com", "operatorconditions"): _GATE_WATCH,
     ("watch", "operators.coreos.com", "operatorconditions"): _GATE_WATCH,
     ("delete", "coordination.k8s.io", "leases"): _LEASE_OWNER,
+    **{(verb, "console.openshift.io", "consolequickstarts"): _QUICKSTART
+       for verb in ("get", "create", "patch")},
 }
 
 
@@ -123,8 +128,9 @@ def test_operand_grants_hold_only_what_the_operand_roles_grant() -> None:
     granted by a (Cluster)Role the renderer produces for some configuration."""
     rendered: set[tuple[str, str, str, str | None]] = set()
     environment = OperatorEnvironment.from_environ({})
-    for variant in VARIANTS:
-        config = effective_config(ExternalSecretsConfigSpec.model_validate(variant), None,
+    for esc_spec, esm_spec in VARIANTS:
+        config = effective_config(ExternalSecretsConfigSpec.model_validate(esc_spec),
+                                  ExternalSecretsManagerSpec.model_validate(esm_spec),
                                   environment)
         for obj in render_operand(config).objects():
             if obj["kind"] in ("ClusterRole", "Role"):

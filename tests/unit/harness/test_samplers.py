@@ -25,6 +25,7 @@ from tests.samplers import (
     REFUSED_STORE,
     AdmissionFigures,
     AdmissionSampler,
+    TIMED_TEST,
     SyncSampler,
 )
 
@@ -314,6 +315,15 @@ def median_spacing(kube: ScriptedAdmissions) -> float:
     """The median time between two attempts the client received."""
     spacing = sorted(b - a for a, b in zip(kube.sent, kube.sent[1:], strict=False))
     return spacing[len(spacing) // 2]
+
+
+async def test_a_sampler_outside_a_timing_test_refuses_to_open(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(TIMED_TEST, "marked", False)
+    kube = ScriptedAdmissions(lambda since: False)
+    with pytest.raises(AssertionError, match="marked `timing`"):
+        await sampled(kube, 0.1)
+    assert kube.sent == []
 
 
 async def test_staggered_tasks_sample_finer_than_one_and_time_the_refusals() -> None:

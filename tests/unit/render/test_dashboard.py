@@ -6,13 +6,11 @@ by promtool (test_promtool.py, tests/promtool/dashboard_test.yaml)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +26,11 @@ from manager.config import (
     effective_config,
 )
 from manager.names import CONSOLE_DASHBOARDS_NAMESPACE, DASHBOARD_CONFIGMAP
-from manager.paths import REPO_ROOT
 from manager.render import dashboard, render_operand
 from manager.render.alerts import CONTROLLER_METRICS_JOB
 from manager.steps.preflight import dependency_watches
 from manager.steps.removed_providers import CHECKED_OPERAND_VERSION, NEXT_OPERAND_VERSION
-from tests.unit.steps.test_removed_providers import UPSTREAM_SRC
+from tests.upstream_tree import UpstreamTree
 
 # A metric name and the opening brace of its selector (every query's selectors have one).
 SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
@@ -170,25 +167,8 @@ def read_names(board: dict[str, Any]) -> set[str]:
             for name in names}
 
 
-class Tree:
-    """One external-secrets release tree, from its pinned tarball (hack/upstream-sources.txt)."""
-
-    def __init__(self, version: str):
-        archive = UPSTREAM_SRC / f"external-secrets-{version}.tar.gz"
-        if not archive.exists():
-            pytest.skip(f"{archive} is not here (UPSTREAM_SRC)")
-        pins = [line.split() for line in
-                (REPO_ROOT / "hack" / "upstream-sources.txt").read_text().splitlines()
-                if line and not line.startswith("#")]
-        [digest] = [pin[2] for pin in pins if pin[:2] == ["external-secrets", version]]
-        assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest, archive
-        self.archive, self.prefix = archive, f"external-secrets-{version}/"
-
-    def read(self, path: str) -> str:
-        with tarfile.open(self.archive) as tar:
-            member = tar.extractfile(f"{self.prefix}{path}")
-            assert member is not None, path
-            return member.read().decode()
+class Tree(UpstreamTree):
+    """One external-secrets release tree, with what the dashboard's queries name."""
 
     def externalsecret_metrics(self) -> set[str]:
         """`<subsystem>_<name>` of every metric the ExternalSecret controller registers."""

@@ -5,19 +5,13 @@ against the real API server in tests/integration/test_removed_providers.py."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tarfile
-from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from manager.apply.cache import ObjectCache
 from manager.apply.discovery import Discovery
 from manager.client.kube import JsonObject, Kube
-from manager.paths import REPO_ROOT
 from manager.steps import removed_providers
 from manager.steps.removed_providers import (
     CHECKED_OPERAND_VERSION,
@@ -32,30 +26,19 @@ from manager.steps.removed_providers import (
     problem,
 )
 from manager.versions import EXTERNAL_SECRETS_VERSION
+from tests.upstream_tree import UpstreamTree
 
-UPSTREAM_SRC = Path(os.environ.get("UPSTREAM_SRC", REPO_ROOT.parent / "shared" / "upstream-src"))
 CRD_FILES = {"SecretStore": "external-secrets.io_secretstores.yaml",
              "ClusterSecretStore": "external-secrets.io_clustersecretstores.yaml"}
 
 
-class Tree:
-    """One external-secrets release tree, from its pinned tarball (hack/upstream-sources.txt)."""
+class Tree(UpstreamTree):
+    """A release tree with its two store CRDs parsed."""
 
     def __init__(self, version: str):
-        archive = UPSTREAM_SRC / f"external-secrets-{version}.tar.gz"
-        if not archive.exists():
-            pytest.skip(f"{archive} is not here (UPSTREAM_SRC)")
-        pins = [line.split() for line in
-                (REPO_ROOT / "hack" / "upstream-sources.txt").read_text().splitlines()
-                if line and not line.startswith("#")]
-        [digest] = [pin[2] for pin in pins if pin[:2] == ["external-secrets", version]]
-        assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest, archive
-        self.prefix = f"external-secrets-{version}/"
-        with tarfile.open(archive) as tar:
-            self.names = set(tar.getnames())
-            self.crds = {kind: yaml.safe_load(
-                tar.extractfile(f"{self.prefix}config/crds/bases/{name}").read())  # type: ignore[union-attr]
-                for kind, name in CRD_FILES.items()}
+        super().__init__(version)
+        self.crds = {kind: yaml.safe_load(self.read(f"config/crds/bases/{name}"))
+                     for kind, name in CRD_FILES.items()}
 
     def providers(self, kind: str, version: str) -> tuple[bool, set[str]]:
         """Whether the CRD of `kind` serves `version`, and the keys of its spec.provider."""
@@ -64,7 +47,7 @@ class Tree:
         return bool(entry["served"]), set(spec["provider"]["properties"])
 
     def registers(self, provider: str) -> bool:
-        return f"{self.prefix}pkg/register/{provider}.go" in self.names
+        return self.has(f"pkg/register/{provider}.go")
 
 
 def test_the_removed_providers_are_what_the_two_release_trees_say() -> None:
