@@ -1,7 +1,7 @@
 """Stores on a provider the next operand release no longer has
 (manager/steps/removed_providers.py): the facts, checked against both release trees, and the
 pure part. Reading the stores (from the watch cache, a listing only before it) is tested
-against the real API server in tests/integration/test_removed_providers.py."""
+against the real API server, run by release 0.2.0, in tests/upgrade/test_removed_providers.py."""
 
 from __future__ import annotations
 
