@@ -23,9 +23,9 @@ from tests.samplers import (
     MAX_START_INTERVAL,
     PROBE_EVERY,
     REFUSED_STORE,
+    TIMED_TEST,
     AdmissionFigures,
     AdmissionSampler,
-    TIMED_TEST,
     SyncSampler,
 )
 
@@ -320,7 +320,7 @@ def median_spacing(kube: ScriptedAdmissions) -> float:
 async def test_a_sampler_outside_a_timing_test_refuses_to_open(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(TIMED_TEST, "marked", False)
-    kube = ScriptedAdmissions(lambda since: False)
+    kube = ScriptedAdmissions(lambda _: False)
     with pytest.raises(AssertionError, match="marked `timing`"):
         await sampled(kube, 0.1)
     assert kube.sent == []
