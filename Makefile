@@ -87,10 +87,10 @@ test-images-built:
 	  operand-images CONTAINER_TOOL=podman; \
 	  else echo "podman is not installed: tests/images will skip"; fi
 
-# hack/run-tests.py: four lanes (unit and the cluster suites; the OLM and image suites, then
-# their tests marked timing; the suites with operators of their own; the other tests marked
-# timing, at a higher priority). The OLM lane first builds OLM's tools and the images, outside
-# its network namespace, while the others already run.
+# hack/run-tests.py: three lanes (unit and the cluster suites; the OLM and image suites, then
+# a share of the integration files; the suites with operators of their own), then the tests
+# marked timing, alone. The OLM lane first builds OLM's tools and the images, outside its
+# network namespace, while the others already run.
 test: venv prereqs-suites
 	PYTEST_ARGS="$(PYTEST_ARGS)" $(PY) hack/run-tests.py
 

@@ -40,9 +40,11 @@ import base64
 import contextlib
 import itertools
 import math
+import os
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,8 +251,8 @@ sampling (its event loop blocked by a synchronous call, or every task waiting fo
 TIMED_TEST = {"marked": True}
 """Whether the running test is marked `timing` (tests/conftest.py sets it for each test). An
 AdmissionSampler opens only in such a test: hack/run-tests.py runs them in a lane of their
-own, at a higher priority than the other lanes, so that a sampler is not starved by them
-(one outside it was, in CI: 0.40 s without an attempt)."""
+own, at a higher priority than the other lanes (one outside it was starved in CI: 0.40 s
+without an attempt)."""
 MIN_ATTEMPT_SHARE = 0.5
 """The share of the attempts its rate promises over the window that must be answered."""
 PROBE_EVERY = 10
@@ -422,6 +424,28 @@ async def webhook_decides(kube: Kube, path: str) -> None:
         raise AssertionError(f"an invalid store was refused, but not by the webhook: {refusal}")
 
 
+@contextlib.contextmanager
+def first_on_the_cores() -> Iterator[bool]:
+    """The calling thread (the sampler's event loop) runs before every ordinary thread of the
+    machine while the window is open: real-time round-robin at the lowest real-time priority.
+    The instrument must not be starved by the load it is run beside, and on two cores the
+    other lanes of the suite, and the stack under test itself, were enough to starve it even
+    at nice -10 (0.42 to 0.67 s without an attempt in 4 of 32 timing tests, 2026-11-28). Only
+    this thread: the processes and threads it starts are ordinary (SCHED_RESET_ON_FORK), so
+    the stack under test gets no help, and the kernel keeps 5 % of each second for the rest
+    (`sched_rt_runtime_us`). Without the privilege (not root) the thread stays ordinary and
+    yields False; a starved window still fails its test."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 class AdmissionSampler:
     """Dry-run SecretStore creates in `namespace` until stopped: `concurrency` staggered
     streams of one attempt every `interval` seconds, so together one attempt every
@@ -432,11 +456,12 @@ class AdmissionSampler:
     would sample least when the server is slowest, as the API server is while it starts,
     and so miss what happens then.
 
-    The window proves the sampler could see, at both ends and in between: it opens and closes
-    with `webhook_decides`, every `PROBE_EVERY`th attempt is a probe the webhook must refuse,
-    and on a normal exit `AdmissionFigures.assert_could_see` fails when too few attempts were
-    answered, none started for too long, or a probe was admitted. Give it a client of its own
-    (`own_client`)."""
+    While the window is open, its event loop's thread runs first on the cores
+    (`first_on_the_cores`). The window proves the sampler could see, at both ends and in
+    between: it opens and closes with `webhook_decides`, every `PROBE_EVERY`th attempt is a
+    probe the webhook must refuse, and on a normal exit `AdmissionFigures.assert_could_see`
+    fails when too few attempts were answered, none started for too long, or a probe was
+    admitted. Give it a client of its own (`own_client`)."""
 
     def __init__(self, kube: Kube, namespace: str, interval: float = 0.2, *,
                  concurrency: int = 1):
@@ -450,12 +475,14 @@ class AdmissionSampler:
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._errors: list[BaseException] = []
         """What ended an attempt other than an answer (a bug, not a refusal)."""
+        self._priority = contextlib.ExitStack()
 
     async def __aenter__(self) -> AdmissionSampler:
         assert TIMED_TEST["marked"], ("an AdmissionSampler runs only in a test marked "
                                       "`timing` (tests/samplers.py, TIMED_TEST)")
         await webhook_decides(self.kube, self.path)  # before the window: a refusal is no figure
         self.figures = AdmissionFigures()
+        self._priority.enter_context(first_on_the_cores())
         opened = time.monotonic()
         self.figures.open(opened, self.concurrency / self.interval)
         self._dispatcher = asyncio.create_task(self._dispatch(opened),
@@ -468,6 +495,7 @@ class AdmissionSampler:
             if task is not None:
                 task.cancel()
         self.figures.close(time.monotonic())
+        self._priority.close()
         for task in running:
             await stopped(task)
         if self._errors:

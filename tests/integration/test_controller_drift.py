@@ -162,9 +162,11 @@ async def _assert_passes_after(operator: OperatorThread, minimum: int) -> None:
     assert operator.passes >= minimum, "no pass has looked yet"
 
 
+@pytest.mark.timing  # a burst is one only if the API server answers it faster than a pass
 async def test_a_burst_of_changes_is_coalesced(kube: Kube, installed: OperatorThread) -> None:
     """Ten changes to managed objects in a burst cause one pass (two if the burst straddles
-    the start of a pass), not ten."""
+    the start of a pass), not ten. On a loaded machine the API server spreads the ten over
+    more than a pass (3 passes at load average 10, beside three other lanes)."""
     await installed.wait_idle()
     before = installed.passes
     services = f"/api/v1/namespaces/{NAMESPACE}/services"

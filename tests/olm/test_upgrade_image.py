@@ -67,6 +67,8 @@ from tests.olm.test_install_image import (
 from tests.olm.test_upgrade import configured, installed, upgraded_and_judged
 from tests.waiting import eventually
 
+# The upgrade samples admissions (upgraded_and_judged), and the uninstall needs its release.
+pytestmark = pytest.mark.timing
 PACKAGE_INIT = "opt/operator/lib/python3.11/site-packages/manager/__init__.py"
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
@@ -27,6 +30,7 @@ from tests.samplers import (
     AdmissionFigures,
     AdmissionSampler,
     SyncSampler,
+    first_on_the_cores,
 )
 
 GONE = ApiError(410, "Expired", "too old resource version", "WATCH", "/api/v1/...")
@@ -315,6 +319,20 @@ def median_spacing(kube: ScriptedAdmissions) -> float:
     """The median time between two attempts the client received."""
     spacing = sorted(b - a for a, b in zip(kube.sent, kube.sent[1:], strict=False))
     return spacing[len(spacing) // 2]
+
+
+def policy() -> int:
+    return os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
+
+
+def test_only_the_sampling_thread_runs_first_and_only_while_the_window_is_open() -> None:
+    child = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    with first_on_the_cores() as raised:
+        assert raised == (os.geteuid() == 0)  # CI runs as root: there it must take effect
+        assert policy() == (os.SCHED_RR if raised else os.SCHED_OTHER)
+        started = subprocess.run(child, capture_output=True, text=True, check=True)
+    assert int(started.stdout) == os.SCHED_OTHER  # what the sampler starts gets no help
+    assert policy() == os.SCHED_OTHER
 
 
 async def test_a_sampler_outside_a_timing_test_refuses_to_open(
