@@ -14,6 +14,7 @@ release (its operand is v2.9.0): `applies()`, tests/unit/steps/test_removed_prov
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,8 +23,9 @@ from typing import Any
 import pytest_asyncio
 
 from devcluster.images import release_venv
-from manager.client.kube import ApiError, Kube
+from manager.client.kube import ApiError, Kube, install_crds
 from manager.paths import REPO_ROOT
+from manager.runtime.operator import load_crds
 from tests.conftest import Cluster
 from tests.e2e.operator_process import OperatorProcess
 from tests.integration.test_upgrade_gate import operator_condition_api  # noqa: F401 (a fixture)
@@ -67,7 +69,9 @@ async def namespace(kube: Kube, name: str) -> None:
 async def wait_gate(kube: Kube, status: str, reason: str) -> dict[str, Any]:
     async def check() -> dict[str, Any]:
         spec = (await kube.request("GET", CONDITION))["spec"]
-        [entry] = [c for c in spec.get("conditions") or [] if c["type"] == "Upgradeable"]
+        entries = [c for c in spec.get("conditions") or [] if c["type"] == "Upgradeable"]
+        assert len(entries) == 1, spec
+        entry = entries[0]
         assert (entry["status"], entry["reason"]) == (status, reason), entry
         return dict(entry)
 
@@ -82,8 +86,17 @@ async def deleted(kube: Kube, path: str) -> None:
             raise
 
 
+def operand_crds(source: Path) -> list[dict[str, Any]]:
+    """The external-secrets CRDs of a release (its own hack/fetch-crds.sh and pins): the
+    operator installs them with the operand; the stores here come before any operand."""
+    fetched = subprocess.run(["bash", str(source / "hack" / "fetch-crds.sh")],
+                             capture_output=True, text=True, check=True, timeout=900)
+    return load_crds(Path(fetched.stdout.strip()) / "external-secrets")
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def previous_operator(cluster: Cluster, kube: Kube, previous_release: tuple[str, Path],
+async def previous_operator(cluster: Cluster, kube: Kube,
+                            previous_release: tuple[str, Path],  # noqa: F811
                             operator_condition_api: None,  # noqa: F811
                             ) -> AsyncIterator[OperatorProcess]:
     """The previous release running as OLM would run it (its CRDs, its OperatorCondition);
@@ -91,6 +104,8 @@ async def previous_operator(cluster: Cluster, kube: Kube, previous_release: tupl
     release, source = previous_release
     assert release == "v0.2.0", f"this test is about the upgrade from 0.2.0, not {release}"
     await asyncio.to_thread(script, "install-crds", str(source), cluster=cluster)
+    await install_crds(kube, await asyncio.to_thread(operand_crds, source),
+                       field_manager=FIELD_MANAGER)
     for name in (NAMESPACE, APPS):
         await namespace(kube, name)
     await kube.apply(CONDITION, {  # as OLM creates it: no conditions
@@ -111,6 +126,8 @@ async def previous_operator(cluster: Cluster, kube: Kube, previous_release: tupl
         for path in (ALIBABA_PATH, DEVICE42_PATH, CONDITION):
             await deleted(kube, path)
         await asyncio.to_thread(script, "install-crds", str(REPO_ROOT), cluster=cluster)
+        await install_crds(kube, await asyncio.to_thread(operand_crds, REPO_ROOT),
+                           field_manager=FIELD_MANAGER)
     assert problems == [], problems
 
 
