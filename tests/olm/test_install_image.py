@@ -139,7 +139,10 @@ def running_container(cluster: OlmCluster, prefix: str) -> dict[str, Any]:
     listed = podman_json(cluster, "ps", "--format=json")
     names = [c["Names"][0] for c in listed if c["Names"][0].startswith(prefix)]
     assert len(names) == 1, [c["Names"] for c in listed]
-    [inspected] = podman_json(cluster, "container", "inspect", names[0])
+    try:
+        [inspected] = podman_json(cluster, "container", "inspect", names[0])
+    except subprocess.CalledProcessError as error:  # removed since `ps`: a pod being replaced
+        raise AssertionError(f"{names[0]} is gone: {error.stderr.strip()}") from error
     result: dict[str, Any] = inspected
     return result
 
