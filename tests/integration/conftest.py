@@ -91,6 +91,7 @@ SCENARIO_NAMESPACES = {
     "metrics": "eso-it-metrics",
     "monitoring": "eso-it-monitoring",
     "tls-profile": "eso-it-tls",
+    "wire-scan": "eso-it-wire",
     "waiting": "eso-it-waiting",
     "generic-targets": "eso-it-generic",
     # long, so that the names in status summaries are long (63 is the limit)
