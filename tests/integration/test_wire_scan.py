@@ -22,13 +22,11 @@ from tests.integration.conftest import (
     USE_EXISTING_CLUSTER,
     EscHandle,
     StartOperator,
-    wait_installed,
+    install_with_bitwarden,
 )
-from tests.operand import bitwarden_tls_secret
 from tests.tls_scan import PortScan, scan_pod
 
 NAMESPACE = SCENARIO_NAMESPACES["wire-scan"]
-TLS_SECRET = "bitwarden-tls"
 WEBHOOK_PORT = 10250
 BITWARDEN_PORT = 9998
 UNDECLARED = {8082: "the controller's health server (`--live-addr`, default `:8082`), which "
@@ -63,13 +61,8 @@ async def scans(cluster: Cluster, kube: Kube) -> dict[str, tuple[set[int], list[
 
 async def test_every_operand_port_on_the_wire(
         cluster: Cluster, kube: Kube, esc: EscHandle, start_operator: StartOperator) -> None:
-    await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_SECRET}",
-                     bitwarden_tls_secret(NAMESPACE, TLS_SECRET), field_manager="someone-else")
     await start_operator()
-    await esc.create({"controllerConfig": {"namespace": NAMESPACE},
-                      "appConfig": {"bitwardenSecretManagerProvider": {
-                          "enabled": "true", "secretRef": {"name": TLS_SECRET}}}})
-    await wait_installed(esc, NAMESPACE)
+    await install_with_bitwarden(kube, esc, NAMESPACE)
 
     found = await scans(cluster, kube)
     for pod, (_, ports) in sorted(found.items()):
