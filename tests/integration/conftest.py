@@ -51,7 +51,12 @@ from manager.runtime.operator import CRDS_DIR, OperatorOptions, load_crds, serve
 from manager.runtime.worker import OperatorRuntime
 from tests.conftest import Cluster
 from tests.e2e.operator_process import log_problems
-from tests.operand import counts_as_installed, remove_operand
+from tests.operand import (
+    BITWARDEN_TLS_SECRET,
+    bitwarden_tls_secret,
+    counts_as_installed,
+    remove_operand,
+)
 from tests.waiting import eventually
 
 USE_EXISTING_CLUSTER = os.environ.get("USE_EXISTING_CLUSTER") == "1"
@@ -91,6 +96,7 @@ SCENARIO_NAMESPACES = {
     "metrics": "eso-it-metrics",
     "monitoring": "eso-it-monitoring",
     "tls-profile": "eso-it-tls",
+    "wire-scan": "eso-it-wire",
     "waiting": "eso-it-waiting",
     "generic-targets": "eso-it-generic",
     # long, so that the names in status summaries are long (63 is the limit)
@@ -583,6 +589,18 @@ async def wait_installed(esc: EscHandle, namespace: str, timeout: float = 60.0,
 
     result: dict[str, Any] = await eventually(check, timeout)
     return result
+
+
+async def install_with_bitwarden(kube: Kube, esc: EscHandle, namespace: str,
+                                 secret: str = BITWARDEN_TLS_SECRET) -> None:
+    """What an administrator does for bitwarden-sdk-server: its TLS Secret (someone else's
+    object), then an ESC that installs the operand in `namespace` with it; until Ready."""
+    await kube.apply(f"/api/v1/namespaces/{namespace}/secrets/{secret}",
+                     bitwarden_tls_secret(namespace, secret), field_manager="someone-else")
+    await esc.create({"controllerConfig": {"namespace": namespace},
+                      "appConfig": {"bitwardenSecretManagerProvider": {
+                          "enabled": "true", "secretRef": {"name": secret}}}})
+    await wait_installed(esc, namespace)
 
 
 async def managed_objects(kube: Kube, namespace: str) -> dict[tuple[str, str, str], dict[str, Any]]:

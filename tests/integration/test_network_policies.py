@@ -18,16 +18,14 @@ from tests.integration.conftest import (
     StartOperator,
     UserObjects,
     eventually,
+    install_with_bitwarden,
     wait_condition,
-    wait_installed,
 )
-from tests.operand import bitwarden_tls_secret
 
 NAMESPACE = SCENARIO_NAMESPACES["policies"]
 POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
-TLS_SECRET = "bitwarden-tls"
 
 # Other workloads of the namespace: one with labels of its own, and one that looks like
 # external-secrets installed by Helm (same name and instance labels as the operand's pods).
@@ -80,13 +78,8 @@ async def test_no_policy_selects_a_pod_the_operator_did_not_render(
         kube: Kube, esc: EscHandle, start_operator: StartOperator,
         user_objects: UserObjects) -> None:
     await create_unrelated_workloads(kube)
-    await kube.apply(f"/api/v1/namespaces/{NAMESPACE}/secrets/{TLS_SECRET}",
-                     bitwarden_tls_secret(NAMESPACE, TLS_SECRET), field_manager="someone-else")
     await start_operator()
-    await esc.create({"controllerConfig": {"namespace": NAMESPACE},
-                      "appConfig": {"bitwardenSecretManagerProvider": {
-                          "enabled": "true", "secretRef": {"name": TLS_SECRET}}}})
-    await wait_installed(esc, NAMESPACE)
+    await install_with_bitwarden(kube, esc, NAMESPACE)
     ours = {name: await pods_of(kube, name)
             for name in ("external-secrets", "bitwarden-sdk-server")}
     unrelated = set().union(*[await pods_of(kube, name) for name in UNRELATED])
