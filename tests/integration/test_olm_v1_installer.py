@@ -1,19 +1,19 @@
 """OLM v1's contract for the installer ServiceAccount (issue 37 item 1; docs/olm.md "OLM v1").
 
 OLM v1 (a ClusterExtension) applies every object of the rendered bundle as the ServiceAccount
-that `ClusterExtension.spec.serviceAccount` names, and nothing more. OLM v1 itself does not run
-here, so this test does what it would do, on the simulated cluster's RBAC-enforcing API
+that `ClusterExtension.spec.serviceAccount` names, and nothing more. OLM v1 itself does not
+run here, so this test does what it would do, on the simulated cluster's RBAC-enforcing API
 server: a ServiceAccount bound only to manifests/olm-v1/installer-rbac.yaml, authenticated by
 a token from the TokenRequest API, sends for every object of the bundle as OLM v1 renders it
 (manager/olm/registry_v1.py: the operand's and the operator's CRDs, the ClusterRoles and
 ClusterRoleBindings it makes of the CSV's permissions, the ServiceAccount and the Deployment
 of its install strategy, and the bundle's other manifests) each request an installer makes:
 create, server-side apply, get, update, list, watch and delete (for real where this test
-created the object, with
-dryRun for what the cluster already had: the CRDs the other tests use). Every request must
-succeed. Then one rule at a time is taken out of that RBAC (a permission the operator is
-granted, so that escalation prevention refuses its ClusterRole; creating CRDs; updating the
-metrics Service) and the same requests must meet a 403 on the object that rule is for.
+created the object, with dryRun for what the cluster already had: the CRDs the other tests
+use). Every request must succeed. Then one rule at a time is taken out of that RBAC (a
+permission the operator is granted, so that escalation prevention refuses its ClusterRole;
+creating CRDs; updating the metrics Service) and the same requests must meet a 403 on the
+object that rule is for.
 """
 
 from __future__ import annotations
