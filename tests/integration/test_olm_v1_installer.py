@@ -1,18 +1,19 @@
 """OLM v1's contract for the installer ServiceAccount (issue 37 item 1; docs/olm.md "OLM v1").
 
 OLM v1 (a ClusterExtension) applies every object of the rendered bundle as the ServiceAccount
-that `ClusterExtension.spec.serviceAccount` names, and nothing more. OLM v1 itself does not run
-here, so this test does what it would do, on the simulated cluster's RBAC-enforcing API
+that `ClusterExtension.spec.serviceAccount` names, and nothing more. OLM v1 itself does not
+run here, so this test does what it would do, on the simulated cluster's RBAC-enforcing API
 server: a ServiceAccount bound only to manifests/olm-v1/installer-rbac.yaml, authenticated by
 a token from the TokenRequest API, sends for every object of the bundle as OLM v1 renders it
-(manager/olm/registry_v1.py: the 24 CRDs, the ClusterRoles and ClusterRoleBindings it makes
-of the CSV's permissions, the ServiceAccount and the Deployment of its install strategy, and
-the bundle's other manifests) each request an installer makes: create, server-side apply,
-get, update, list, watch and delete (for real where this test created the object, with
-dryRun for what the cluster already had: the CRDs the other tests use). Every request must
-succeed. Then one rule at a time is taken out of that RBAC (a permission the operator is
-granted, so that escalation prevention refuses its ClusterRole; creating CRDs; updating the
-metrics Service) and the same requests must meet a 403 on the object that rule is for.
+(manager/olm/registry_v1.py: the operand's and the operator's CRDs, the ClusterRoles and
+ClusterRoleBindings it makes of the CSV's permissions, the ServiceAccount and the Deployment
+of its install strategy, and the bundle's other manifests) each request an installer makes:
+create, server-side apply, get, update, list, watch and delete (for real where this test
+created the object, with dryRun for what the cluster already had: the CRDs the other tests
+use). Every request must succeed. Then one rule at a time is taken out of that RBAC (a
+permission the operator is granted, so that escalation prevention refuses its ClusterRole;
+creating CRDs; updating the metrics Service) and the same requests must meet a 403 on the
+object that rule is for.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ import pytest_asyncio
 import yaml
 
 from manager.client.kube import APPLY_PATCH, ApiError, Kube
+from manager.names import OPERAND_CRD_NAMES
 from manager.olm import bundle, crds, identity, installer_rbac, registry_v1, yamlfile
 from manager.paths import REPO_ROOT
+from manager.runtime.operator import CRDS_DIR, load_crds
 from tests.conftest import Cluster
 from tests.waiting import eventually
 
@@ -256,8 +259,10 @@ async def test_every_bundle_object_installs_as_the_installer_service_account(
               f"{run.requests} requests as {INSTALLER}, {len(run.failures)} refused; "
               f"{len(run.created)} created, and all but CRDs deleted again")
     assert [str(f) for f in run.failures] == []
-    crd_count = sum(o["kind"] == "CustomResourceDefinition" for o in rendered.objects)
-    assert crd_count == 24
+    crd_names = {o["metadata"]["name"] for o in rendered.objects
+                 if o["kind"] == "CustomResourceDefinition"}
+    operator_crds = {crd["metadata"]["name"] for crd in load_crds(CRDS_DIR)}  # ESC, ESM
+    assert crd_names == {*OPERAND_CRD_NAMES, *operator_crds}
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service",
             "ConfigMap", "Secret", "NetworkPolicy"} <= set(kinds)
     # The operator's own permissions are among them: the CSV's, as ClusterRoles OLM v1 names.
