@@ -15,7 +15,9 @@ So after the upgrade such a store stops working, silently: the v2.9.0 CRD prunes
 and the controller has no such provider. The upgrade gate holds OLM back while one exists
 (manager/sidetasks/upgrade_gate.py) and the status names them (reporting/outcomes.py). The
 check applies only while the shipped operand is the release these facts are about
-(`applies`); for another one it watches and reads nothing.
+(`applies`); for another one it watches and reads nothing, and the operator's RBAC
+(manifests/operator/rbac.yaml) holds no right to list or watch stores: release 0.2.0's had
+one, this release's has none (tests/resilience/test_privilege.py: every right is used).
 
 The stores are the users': read, never written. Their provider is in `spec`, so a metadata
 read cannot tell it; the watches (`watches`) read whole stores, count only a change of the
