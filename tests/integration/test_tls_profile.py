@@ -17,7 +17,6 @@ serves an RSA certificate (the cert-controller's), so the ciphers tried are ECDH
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import pytest
 from manager.apply.results import ObjectRef
 from manager.client.kube import Kube
 from manager.tls_profile import TLSVersionName
+from tests import tls_scan
 from tests.conftest import Cluster
 from tests.e2e.operator_process import free_port
 from tests.integration.conftest import (
@@ -83,19 +83,8 @@ CIPHERS = ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-
 def handshake(address: str, version: ssl.TLSVersion, cipher: str = "ALL",
               port: int = WEBHOOK_PORT) -> bool:
     """Whether the server completes a handshake at exactly `version` offering only `cipher`
-    (TLS 1.3 suites are always offered). Security level 0: this client must not refuse
-    anything itself."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    context.minimum_version = context.maximum_version = version
-    context.set_ciphers(f"{cipher}:@SECLEVEL=0")
-    try:
-        with socket.create_connection((address, port), timeout=5) as raw, \
-                context.wrap_socket(raw) as tls:
-            return tls.version() is not None
-    except (ssl.SSLError, ConnectionResetError):
-        return False
+    (TLS 1.3 suites are always offered; tests/tls_scan.py)."""
+    return tls_scan.handshake(address, port, version, cipher) is not None
 
 
 def accepted(address: str) -> dict[str, bool]:
